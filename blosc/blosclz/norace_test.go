@@ -1,0 +1,5 @@
+//go:build !race
+
+package blosclz
+
+const raceEnabled = false
