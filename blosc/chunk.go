@@ -1,0 +1,504 @@
+package blosc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+)
+
+// Chunk is a parsed Blosc chunk that decodes its blocks on demand. It keeps
+// the header, the block starts and the dictionary; block bytes are read
+// from the underlying io.ReaderAt only when a block is decoded. A Chunk is
+// safe for concurrent use.
+type Chunk struct {
+	Header
+	r    io.ReaderAt
+	data []byte // the whole chunk, when it is in memory
+
+	blocksize int     // uncompressed bytes per block (all but the last)
+	nblocks   int     // number of blocks
+	bstarts   []int32 // compressed start of each block
+	bends     []int32 // compressed end of each block
+	dict      []byte
+	vlOff     []int64 // VL blocks: uncompressed offset of block i (len nblocks+1)
+	value     []byte  // special VALUE / NaN pattern
+	decode    Decompressor
+}
+
+// Effective block size used for memcpyed and special chunks whose header
+// block size is tiny: they have no streams, so any granularity works.
+const virtualBlocksize = 256 << 10
+
+// NewChunk parses the chunk at the start of r, which holds size bytes (the
+// chunk may be shorter than size; its header's cbytes is authoritative).
+// It reads the header, the block starts and the dictionary, and checks
+// every size against size before allocating.
+func NewChunk(r io.ReaderAt, size int64) (*Chunk, error) {
+	var hb [ExtHeaderLen]byte
+	n := min(int64(len(hb)), size)
+	if n < 0 {
+		n = 0
+	}
+	if _, err := r.ReadAt(hb[:n], 0); err != nil && !(errors.Is(err, io.EOF) && n > 0) {
+		return nil, fmt.Errorf("%w: reading header: %v", ErrCorrupt, err)
+	}
+	h, err := ParseHeader(hb[:n])
+	if err != nil {
+		return nil, err
+	}
+	if int64(h.Cbytes) > size {
+		return nil, fmt.Errorf("%w: chunk truncated: cbytes %d, only %d bytes available", ErrCorrupt, h.Cbytes, size)
+	}
+	c := &Chunk{Header: h, r: r}
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewChunkBytes parses a chunk held in memory. b must hold at least the
+// chunk's cbytes; later bytes are ignored. The Chunk keeps b.
+func NewChunkBytes(b []byte) (*Chunk, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return nil, err
+	}
+	if int64(h.Cbytes) > int64(len(b)) {
+		return nil, fmt.Errorf("%w: chunk truncated: cbytes %d, only %d bytes available", ErrCorrupt, h.Cbytes, len(b))
+	}
+	c := &Chunk{Header: h, data: b[:h.Cbytes]}
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// readAt reads exactly len(p) bytes of the chunk at off.
+func (c *Chunk) readAt(p []byte, off int64) error {
+	if off < 0 || off+int64(len(p)) > int64(c.Cbytes) {
+		return fmt.Errorf("%w: read [%d,%d) outside the %d-byte chunk", ErrCorrupt, off, off+int64(len(p)), c.Cbytes)
+	}
+	if c.data != nil {
+		copy(p, c.data[off:])
+		return nil
+	}
+	n, err := c.r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("%w: reading %d bytes at %d: %w", ErrCorrupt, len(p), off, err)
+}
+
+func (c *Chunk) parse() error {
+	h := &c.Header
+	hdr := int64(h.Len())
+	nbytes := int64(h.Nbytes)
+	if nbytes == 0 {
+		return nil
+	}
+	switch {
+	case h.Special() != SpecialNone:
+		return c.parseSpecial()
+	case h.Memcpyed():
+		if hdr+nbytes > int64(h.Cbytes) {
+			return fmt.Errorf("%w: memcpyed chunk of %d bytes but cbytes %d", ErrCorrupt, nbytes, h.Cbytes)
+		}
+		c.setVirtualBlocks()
+		return nil
+	}
+	if err := h.checkFilters(); err != nil {
+		return err
+	}
+	code := h.Codec()
+	c.decode = decompressor(code)
+	if c.decode == nil {
+		if code < 0 {
+			return fmt.Errorf("%w: codec format %d in flags %#02x", ErrUnsupported, -1-code, h.Flags)
+		}
+		return fmt.Errorf("%w: codec %s (id %d)", ErrUnsupported, CodecName(code), code)
+	}
+	if h.VLBlocks() {
+		c.nblocks = int(h.Blocksize)
+	} else {
+		c.blocksize = int(h.Blocksize)
+		c.nblocks = int((nbytes + int64(c.blocksize) - 1) / int64(c.blocksize))
+	}
+	streams := hdr + 4*int64(c.nblocks)
+	if streams > int64(h.Cbytes) {
+		return fmt.Errorf("%w: %d block starts do not fit in cbytes %d", ErrCorrupt, c.nblocks, h.Cbytes)
+	}
+	raw := make([]byte, 4*c.nblocks)
+	if err := c.readAt(raw, hdr); err != nil {
+		return err
+	}
+	if h.HasDict() {
+		var db [4]byte
+		if err := c.readAt(db[:], streams); err != nil {
+			return err
+		}
+		dsize := int64(int32(binary.LittleEndian.Uint32(db[:])))
+		if dsize <= 0 || dsize > maxDictSize || streams+4+dsize > int64(h.Cbytes) {
+			return fmt.Errorf("%w: dictionary size %d", ErrCorrupt, dsize)
+		}
+		c.dict = make([]byte, dsize)
+		if err := c.readAt(c.dict, streams+4); err != nil {
+			return err
+		}
+		streams += 4 + dsize
+	}
+	c.bstarts = make([]int32, c.nblocks)
+	for i := range c.bstarts {
+		s := int32(binary.LittleEndian.Uint32(raw[4*i:]))
+		if int64(s) < streams || int64(s)+4 > int64(h.Cbytes) {
+			return fmt.Errorf("%w: block %d starts at %d, outside [%d,%d)", ErrCorrupt, i, s, streams, h.Cbytes)
+		}
+		c.bstarts[i] = s
+	}
+	// Blocks may be stored in any order (multi-threaded writers); each ends
+	// at the next larger start, the last at cbytes.
+	sorted := slices.Clone(c.bstarts)
+	slices.Sort(sorted)
+	c.bends = make([]int32, c.nblocks)
+	for i, s := range c.bstarts {
+		j, _ := slices.BinarySearch(sorted, s+1)
+		if j < len(sorted) {
+			c.bends[i] = sorted[j]
+		} else {
+			c.bends[i] = h.Cbytes
+		}
+	}
+	if h.VLBlocks() {
+		return c.parseVL()
+	}
+	return nil
+}
+
+func (c *Chunk) parseVL() error {
+	c.vlOff = make([]int64, c.nblocks+1)
+	var b [4]byte
+	for i, s := range c.bstarts {
+		if err := c.readAt(b[:], int64(s)); err != nil {
+			return err
+		}
+		n := int32(binary.LittleEndian.Uint32(b[:]))
+		if n < 0 || int64(n) > int64(c.Nbytes) {
+			return fmt.Errorf("%w: VL block %d has size %d", ErrCorrupt, i, n)
+		}
+		c.vlOff[i+1] = c.vlOff[i] + int64(n)
+	}
+	if c.vlOff[c.nblocks] != int64(c.Nbytes) {
+		return fmt.Errorf("%w: VL block sizes add up to %d, not nbytes %d", ErrCorrupt, c.vlOff[c.nblocks], c.Nbytes)
+	}
+	return nil
+}
+
+func (c *Chunk) parseSpecial() error {
+	h := &c.Header
+	switch h.Special() {
+	case SpecialValue:
+		vs := int(h.Cbytes) - ExtHeaderLen
+		if vs <= 0 || int(h.Nbytes)%vs != 0 {
+			return fmt.Errorf("%w: special value of %d bytes for nbytes %d", ErrCorrupt, vs, h.Nbytes)
+		}
+		c.value = make([]byte, vs)
+		if err := c.readAt(c.value, ExtHeaderLen); err != nil {
+			return err
+		}
+	case SpecialNaN:
+		switch h.Typesize {
+		case 4:
+			c.value = []byte{0, 0, 0xC0, 0x7F} // C nanf("")
+		case 8:
+			c.value = []byte{0, 0, 0, 0, 0, 0, 0xF8, 0x7F} // C nan("")
+		default:
+			return fmt.Errorf("%w: NaN special chunk with typesize %d", ErrCorrupt, h.Typesize)
+		}
+		if int(h.Nbytes)%int(h.Typesize) != 0 {
+			return fmt.Errorf("%w: NaN special chunk nbytes %d not a multiple of typesize %d", ErrCorrupt, h.Nbytes, h.Typesize)
+		}
+	}
+	c.setVirtualBlocks()
+	return nil
+}
+
+// setVirtualBlocks picks a block geometry for chunks without streams.
+func (c *Chunk) setVirtualBlocks() {
+	bs := int(c.Header.Blocksize)
+	if bs < 16<<10 || bs > int(c.Nbytes) {
+		bs = min(int(c.Nbytes), virtualBlocksize)
+	}
+	c.blocksize = bs
+	c.nblocks = (int(c.Nbytes) + bs - 1) / bs
+}
+
+// NumBlocks returns the number of blocks.
+func (c *Chunk) NumBlocks() int { return c.nblocks }
+
+// BlockSize returns the uncompressed size of every block but the last
+// (for VL-block chunks, of block 0).
+func (c *Chunk) BlockSize() int {
+	if c.vlOff != nil {
+		return c.BlockLen(0)
+	}
+	return c.blocksize
+}
+
+// BlockOffset returns the uncompressed offset of block i in the chunk.
+func (c *Chunk) BlockOffset(i int) int64 {
+	if c.vlOff != nil {
+		return c.vlOff[i]
+	}
+	return int64(i) * int64(c.blocksize)
+}
+
+// BlockLen returns the uncompressed size of block i.
+func (c *Chunk) BlockLen(i int) int {
+	if c.vlOff != nil {
+		return int(c.vlOff[i+1] - c.vlOff[i])
+	}
+	return int(min(int64(c.blocksize), int64(c.Nbytes)-int64(i)*int64(c.blocksize)))
+}
+
+// BlockAt returns the index of the block holding uncompressed offset off.
+func (c *Chunk) BlockAt(off int64) int {
+	if c.vlOff != nil {
+		// The block whose range [vlOff[i], vlOff[i+1]) holds off; empty
+		// blocks hold nothing and are skipped.
+		i := sort.Search(c.nblocks, func(i int) bool { return c.vlOff[i+1] > off })
+		return min(i, c.nblocks-1)
+	}
+	return int(off / int64(c.blocksize))
+}
+
+// CompressedExtent returns the byte range [start, end) of block i's
+// streams within the chunk, or (0, 0) for blocks with no stored streams.
+func (c *Chunk) CompressedExtent(i int) (start, end int64) {
+	if c.bstarts == nil {
+		if c.Memcpyed() && c.Special() == SpecialNone {
+			o := int64(c.Len()) + c.BlockOffset(i)
+			return o, o + int64(c.BlockLen(i))
+		}
+		return 0, 0
+	}
+	return int64(c.bstarts[i]), int64(c.bends[i])
+}
+
+// NeedsBlock0 reports whether decoding a block other than 0 needs the
+// decoded block 0 (the delta filter).
+func (c *Chunk) NeedsBlock0() bool { return c.hasDelta() }
+
+// Dict returns the chunk's dictionary, or nil.
+func (c *Chunk) Dict() []byte { return c.dict }
+
+// Decode decodes the whole chunk into dst, which must hold Nbytes bytes.
+func (c *Chunk) Decode(dst []byte) error {
+	if len(dst) < int(c.Nbytes) {
+		return fmt.Errorf("blosc: Decode: destination of %d bytes for %d", len(dst), c.Nbytes)
+	}
+	var ref []byte
+	for i := 0; i < c.nblocks; i++ {
+		off := c.BlockOffset(i)
+		b := dst[off : off+int64(c.BlockLen(i))]
+		if err := c.DecodeBlockRef(b, i, ref); err != nil {
+			return err
+		}
+		if i == 0 {
+			ref = b
+		}
+	}
+	return nil
+}
+
+// DecodeBlock decodes block i into dst[:BlockLen(i)]. When the chunk needs
+// block 0 as a delta reference, it is decoded too; callers that cache
+// blocks use DecodeBlockRef instead.
+func (c *Chunk) DecodeBlock(dst []byte, i int) error {
+	var ref []byte
+	if i > 0 && c.NeedsBlock0() {
+		bp := getBuf(c.BlockLen(0))
+		defer putBuf(bp)
+		if err := c.DecodeBlockRef(*bp, 0, nil); err != nil {
+			return err
+		}
+		ref = *bp
+	}
+	return c.DecodeBlockRef(dst, i, ref)
+}
+
+// DecodeBlockRef decodes block i into dst[:BlockLen(i)], given the decoded
+// block 0 as ref when NeedsBlock0 reports true and i > 0 (ref is ignored
+// otherwise).
+func (c *Chunk) DecodeBlockRef(dst []byte, i int, ref []byte) error {
+	if i < 0 || i >= c.nblocks {
+		return fmt.Errorf("blosc: block %d out of range [0,%d)", i, c.nblocks)
+	}
+	bl := c.BlockLen(i)
+	if len(dst) < bl {
+		return fmt.Errorf("blosc: destination of %d bytes for block %d of %d", len(dst), i, bl)
+	}
+	dst = dst[:bl]
+	if i > 0 && c.NeedsBlock0() && len(ref) < c.BlockLen(0) {
+		return fmt.Errorf("blosc: block %d needs the decoded block 0 as delta reference", i)
+	}
+	off := c.BlockOffset(i)
+	switch {
+	case c.Special() != SpecialNone:
+		if c.value != nil {
+			fillPattern(dst, c.value, off)
+		} else {
+			clear(dst)
+		}
+		return nil
+	case c.Memcpyed():
+		return c.readAt(dst, int64(c.Len())+off)
+	}
+	if err := c.decodeStreams(dst, i, ref); err != nil {
+		return fmt.Errorf("block %d: %w", i, err)
+	}
+	return nil
+}
+
+// fillPattern fills dst with pattern repeated, phased for chunk offset off.
+func fillPattern(dst, pattern []byte, off int64) {
+	l := len(pattern)
+	p := int(off % int64(l))
+	a := copy(dst, pattern[p:]) // dst[a:] starts at phase 0
+	rest := dst[a:]
+	n := copy(rest, pattern)
+	for n < len(rest) {
+		n += copy(rest[n:], rest[:n]) // n stays a multiple of l
+	}
+}
+
+func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte) error {
+	start, end := int64(c.bstarts[i]), int64(c.bends[i])
+	var src []byte
+	if c.data != nil {
+		src = c.data[start:end]
+	} else {
+		sp := getBuf(int(end - start))
+		defer putBuf(sp)
+		src = *sp
+		if err := c.readAt(src, start); err != nil {
+			return err
+		}
+	}
+	bsize := len(dst)
+	out := dst
+	filtered := c.activeFilters()
+	if filtered {
+		tp := getBuf(bsize)
+		defer putBuf(tp)
+		out = *tp
+	}
+	if c.vlOff != nil {
+		if err := c.decodeVL(out, src[4:]); err != nil {
+			return err
+		}
+	} else {
+		ts := int(c.Typesize)
+		leftover := i == c.nblocks-1 && int(c.Nbytes)%c.blocksize != 0
+		split := c.Flags&flagDontSplit == 0 && !leftover
+		if c.Version <= VersionBlosc1 {
+			compat := ts <= 16 && bsize/ts >= 128
+			if split && !compat {
+				// c-blosc 1.x reads these as one stream; c-blosc 1.x in
+				// ALWAYS mode wrote them split (FORMATS P3): try both.
+				if err := c.decodeSplit(out, src, 1); err == nil {
+					goto unfilter
+				} else if bsize%ts != 0 {
+					return err
+				}
+			} else if !split {
+				ts = 1
+			}
+		} else if !split {
+			ts = 1
+		}
+		if ts > 1 && bsize%ts != 0 {
+			return fmt.Errorf("%w: split block of %d bytes is not a multiple of typesize %d (c-blosc2 3.x blocksize bug)", ErrCorrupt, bsize, ts)
+		}
+		if err := c.decodeSplit(out, src, ts); err != nil {
+			return err
+		}
+	}
+unfilter:
+	if filtered {
+		c.unfilter(dst, out, ref, i)
+	}
+	return nil
+}
+
+// decodeSplit decodes nstreams back-to-back streams filling out.
+func (c *Chunk) decodeSplit(out, src []byte, nstreams int) error {
+	neblock := len(out) / nstreams
+	ext := c.Extended()
+	pos := 0
+	for s := 0; s < nstreams; s++ {
+		o := out[s*neblock : (s+1)*neblock]
+		if pos+4 > len(src) {
+			return fmt.Errorf("%w: stream %d header past the block end", ErrCorrupt, s)
+		}
+		csize := int32(binary.LittleEndian.Uint32(src[pos:]))
+		pos += 4
+		switch {
+		case ext && csize == 0:
+			clear(o)
+		case ext && csize < 0:
+			if pos >= len(src) {
+				return fmt.Errorf("%w: stream %d run token past the block end", ErrCorrupt, s)
+			}
+			if src[pos]&1 == 0 {
+				return fmt.Errorf("%w: stream %d run token %#02x", ErrUnsupported, s, src[pos])
+			}
+			pos++
+			v := byte(-csize)
+			for k := range o {
+				o[k] = v
+			}
+		case csize <= 0 || int(csize) > len(src)-pos:
+			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, len(src)-pos)
+		case int(csize) == neblock:
+			copy(o, src[pos:pos+neblock])
+			pos += neblock
+		default:
+			if err := c.decode(o, src[pos:pos+int(csize)], c.dict); err != nil {
+				return fmt.Errorf("%w: stream %d (%s, %d→%d bytes): %v", ErrCorrupt, s, CodecName(c.Codec()), csize, neblock, err)
+			}
+			pos += int(csize)
+		}
+	}
+	return nil
+}
+
+// decodeVL decodes one variable-length block: its compressed bytes follow
+// the 4-byte uncompressed size.
+func (c *Chunk) decodeVL(out, src []byte) error {
+	if len(src) == len(out) {
+		copy(out, src)
+		return nil
+	}
+	if err := c.decode(out, src, c.dict); err != nil {
+		return fmt.Errorf("%w: VL block (%s, %d→%d bytes): %v", ErrCorrupt, CodecName(c.Codec()), len(src), len(out), err)
+	}
+	return nil
+}
+
+// Decompress decodes a whole chunk held in memory and returns a new slice.
+func Decompress(src []byte) ([]byte, error) {
+	c, err := NewChunkBytes(src)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, c.Nbytes)
+	if err := c.Decode(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

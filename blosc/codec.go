@@ -1,0 +1,371 @@
+package blosc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/bloscfs/bloscfs/blosc/blosclz"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// Codec compcodes (c-blosc2 API numbering, also used in frame headers).
+const (
+	CodecBloscLZ = 0
+	CodecLZ4     = 1
+	CodecLZ4HC   = 2
+	CodecSnappy  = 3 // c-blosc 1.x only
+	CodecZlib    = 4
+	CodecZstd    = 5
+)
+
+// chunk-flag format numbers (flags >> 5) of the built-in codecs.
+var codecFormat = map[int]uint8{
+	CodecBloscLZ: 0, CodecLZ4: 1, CodecLZ4HC: 1, CodecSnappy: 2, CodecZlib: 3, CodecZstd: 4,
+}
+
+var codecNames = map[int]string{
+	CodecBloscLZ: "blosclz", CodecLZ4: "lz4", CodecLZ4HC: "lz4hc", CodecSnappy: "snappy",
+	CodecZlib: "zlib", CodecZstd: "zstd",
+	32: "ndlz", 33: "zfp_acc", 34: "zfp_prec", 35: "zfp_rate", 36: "openhtj2k",
+	37: "grok", 38: "openzl", 39: "j2k", 40: "htj2k",
+}
+
+// CodecName returns the usual name of a compcode, or "codec-N".
+func CodecName(code int) string {
+	if n, ok := codecNames[code]; ok {
+		return n
+	}
+	return fmt.Sprintf("codec-%d", code)
+}
+
+// CodecByName returns the compcode of a codec name as CodecName spells it.
+func CodecByName(name string) (int, bool) {
+	for c, n := range codecNames {
+		if n == name {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// A Decompressor decodes one codec stream. dst has exactly the expected
+// uncompressed length and must be filled completely; any other outcome is
+// an error. dict is the chunk's dictionary, or nil. A Decompressor must be
+// safe for concurrent use.
+type Decompressor func(dst, src, dict []byte) error
+
+// A Compressor encodes one stream into dst and returns the number of bytes
+// written, or 0 when the output would not fit in len(dst). A Compressor
+// must be safe for concurrent use.
+type Compressor func(dst, src []byte, clevel int) (int, error)
+
+var (
+	decompressors sync.Map // int → Decompressor
+	compressors   sync.Map // int → Compressor
+)
+
+// RegisterDecompressor makes a decoder available for a compcode, such as
+// a registered plugin codec (32–159). It panics if one is already
+// registered for that id.
+func RegisterDecompressor(code int, d Decompressor) {
+	if _, dup := decompressors.LoadOrStore(code, d); dup {
+		panic(fmt.Sprintf("blosc: decompressor for codec %d already registered", code))
+	}
+}
+
+// RegisterCompressor makes an encoder available for a compcode. It panics
+// if one is already registered for that id.
+func RegisterCompressor(code int, c Compressor) {
+	if _, dup := compressors.LoadOrStore(code, c); dup {
+		panic(fmt.Sprintf("blosc: compressor for codec %d already registered", code))
+	}
+}
+
+func decompressor(code int) Decompressor {
+	if d, ok := decompressors.Load(code); ok {
+		return d.(Decompressor)
+	}
+	return nil
+}
+
+func compressor(code int) Compressor {
+	if c, ok := compressors.Load(code); ok {
+		return c.(Compressor)
+	}
+	return nil
+}
+
+func init() {
+	RegisterDecompressor(CodecBloscLZ, decodeBloscLZ)
+	RegisterDecompressor(CodecLZ4, decodeLZ4)
+	RegisterDecompressor(CodecSnappy, decodeSnappy)
+	RegisterDecompressor(CodecZlib, decodeZlib)
+	RegisterDecompressor(CodecZstd, decodeZstd)
+
+	RegisterCompressor(CodecBloscLZ, encodeBloscLZ)
+	RegisterCompressor(CodecLZ4, encodeLZ4)
+	RegisterCompressor(CodecLZ4HC, encodeLZ4HC)
+	RegisterCompressor(CodecZlib, encodeZlib)
+	RegisterCompressor(CodecZstd, encodeZstd)
+}
+
+var errShort = errors.New("stream decodes to a different size")
+
+func decodeBloscLZ(dst, src, _ []byte) error {
+	_, err := blosclz.Decompress(dst, src)
+	return err
+}
+
+func decodeLZ4(dst, src, dict []byte) error {
+	var n int
+	var err error
+	if dict != nil {
+		n, err = lz4.UncompressBlockWithDict(src, dst, dict)
+	} else {
+		n, err = lz4.UncompressBlock(src, dst)
+	}
+	if err != nil {
+		return err
+	}
+	if n != len(dst) {
+		return errShort
+	}
+	return nil
+}
+
+func decodeSnappy(dst, src, _ []byte) error {
+	n, err := s2.DecodedLen(src)
+	if err != nil {
+		return err
+	}
+	if n != len(dst) {
+		return errShort
+	}
+	out, err := s2.Decode(dst, src)
+	if err != nil {
+		return err
+	}
+	if len(out) != len(dst) || (len(out) > 0 && &out[0] != &dst[0]) {
+		return errShort
+	}
+	return nil
+}
+
+type zlibReader struct {
+	br bytes.Reader
+	zr io.ReadCloser
+}
+
+var zlibReaders sync.Pool
+
+func decodeZlib(dst, src, _ []byte) error {
+	z, _ := zlibReaders.Get().(*zlibReader)
+	if z == nil {
+		z = new(zlibReader)
+	}
+	defer zlibReaders.Put(z)
+	z.br.Reset(src)
+	if z.zr == nil {
+		zr, err := zlib.NewReader(&z.br)
+		if err != nil {
+			return err
+		}
+		z.zr = zr
+	} else if err := z.zr.(zlib.Resetter).Reset(&z.br, nil); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(z.zr, dst); err != nil {
+		return err
+	}
+	// The stream must end exactly here (and its Adler-32 must match).
+	var one [1]byte
+	if n, err := z.zr.Read(one[:]); n != 0 || err != io.EOF {
+		if err != nil && err != io.EOF {
+			return err
+		}
+		return errShort
+	}
+	return nil
+}
+
+var (
+	zstdDecOnce sync.Once
+	zstdDec     *zstd.Decoder
+)
+
+func sharedZstdDecoder() *zstd.Decoder {
+	zstdDecOnce.Do(func() {
+		zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0),
+			zstd.WithDecodeAllCapLimit(true), zstd.IgnoreChecksum(false))
+	})
+	return zstdDec
+}
+
+func decodeZstd(dst, src, dict []byte) error {
+	d := sharedZstdDecoder()
+	if dict != nil {
+		var err error
+		d, err = dictZstdDecoder(dict)
+		if err != nil {
+			return err
+		}
+	}
+	return zstdDecodeInto(d, dst, src)
+}
+
+func zstdDecodeInto(d *zstd.Decoder, dst, src []byte) error {
+	out, err := d.DecodeAll(src, dst[:0])
+	if err != nil {
+		return err
+	}
+	if len(out) != len(dst) || (len(out) > 0 && &out[0] != &dst[0]) {
+		return errShort
+	}
+	return nil
+}
+
+// zstd decoders with a dictionary, keyed by the dictionary bytes. Chunks of
+// one frame usually share their dictionary's content; the cache is small
+// and bounded.
+var (
+	zstdDictMu   sync.Mutex
+	zstdDictDecs = map[string]*zstd.Decoder{}
+)
+
+const maxZstdDictDecoders = 64
+
+func dictZstdDecoder(dict []byte) (*zstd.Decoder, error) {
+	zstdDictMu.Lock()
+	defer zstdDictMu.Unlock()
+	if d, ok := zstdDictDecs[string(dict)]; ok {
+		return d, nil
+	}
+	opts := []zstd.DOption{zstd.WithDecoderConcurrency(0), zstd.WithDecodeAllCapLimit(true)}
+	if len(dict) >= 8 && dict[0] == 0x37 && dict[1] == 0xA4 && dict[2] == 0x30 && dict[3] == 0xEC {
+		opts = append(opts, zstd.WithDecoderDicts(dict))
+	} else {
+		opts = append(opts, zstd.WithDecoderDictRaw(0, dict))
+	}
+	d, err := zstd.NewReader(nil, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if len(zstdDictDecs) >= maxZstdDictDecoders {
+		for k, old := range zstdDictDecs {
+			old.Close()
+			delete(zstdDictDecs, k)
+			break
+		}
+	}
+	zstdDictDecs[string(dict)] = d
+	return d, nil
+}
+
+func encodeBloscLZ(dst, src []byte, clevel int) (int, error) {
+	return blosclz.Compress(dst, src, clevel), nil
+}
+
+func encodeLZ4(dst, src []byte, clevel int) (int, error) {
+	var c lz4.Compressor
+	n, err := c.CompressBlock(src, dst)
+	if err != nil {
+		return 0, nil // does not fit
+	}
+	return n, nil
+}
+
+func encodeLZ4HC(dst, src []byte, clevel int) (int, error) {
+	var c lz4.CompressorHC
+	c.Level = lz4.CompressionLevel(1 << (8 + clevel))
+	n, err := c.CompressBlock(src, dst)
+	if err != nil {
+		return 0, nil
+	}
+	return n, nil
+}
+
+type limitedWriter struct {
+	buf []byte
+	n   int
+	err bool
+}
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	if w.n+len(p) > len(w.buf) {
+		w.err = true
+		return 0, io.ErrShortWrite
+	}
+	w.n += copy(w.buf[w.n:], p)
+	return len(p), nil
+}
+
+var zlibWriters [10]sync.Pool
+
+func encodeZlib(dst, src []byte, clevel int) (int, error) {
+	if clevel < 1 {
+		clevel = 1
+	}
+	if clevel > 9 {
+		clevel = 9
+	}
+	lw := &limitedWriter{buf: dst}
+	zw, _ := zlibWriters[clevel].Get().(*zlib.Writer)
+	if zw == nil {
+		var err error
+		zw, err = zlib.NewWriterLevel(lw, clevel)
+		if err != nil {
+			return 0, err
+		}
+	} else {
+		zw.Reset(lw)
+	}
+	defer zlibWriters[clevel].Put(zw)
+	if _, err := zw.Write(src); err != nil {
+		return 0, nil
+	}
+	if err := zw.Close(); err != nil || lw.err {
+		return 0, nil
+	}
+	return lw.n, nil
+}
+
+var (
+	zstdEncMu sync.Mutex
+	zstdEncs  [10]*zstd.Encoder
+)
+
+func zstdEncoder(clevel int) *zstd.Encoder {
+	zstdEncMu.Lock()
+	defer zstdEncMu.Unlock()
+	if zstdEncs[clevel] == nil {
+		level := 2*clevel - 1 // c-blosc2's mapping
+		if clevel == 9 {
+			level = 22
+		}
+		zstdEncs[clevel], _ = zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
+			zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false),
+			zstd.WithZeroFrames(true))
+	}
+	return zstdEncs[clevel]
+}
+
+func encodeZstd(dst, src []byte, clevel int) (int, error) {
+	if clevel < 1 {
+		clevel = 1
+	}
+	if clevel > 9 {
+		clevel = 9
+	}
+	out := zstdEncoder(clevel).EncodeAll(src, dst[:0])
+	if len(out) > len(dst) || (len(out) > 0 && &out[0] != &dst[0]) {
+		return 0, nil
+	}
+	return len(out), nil
+}

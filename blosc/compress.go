@@ -1,0 +1,404 @@
+package blosc
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// SplitMode says when blocks are split into one stream per byte of the
+// element type before compression.
+type SplitMode uint8
+
+// Split modes, numbered as in c-blosc2's cparams.splitmode.
+const (
+	// SplitForwardCompat is c-blosc2's default (identical to SplitAuto in
+	// c-blosc2; for Blosc1 chunks it is c-blosc ≥ 1.14's default rule).
+	SplitForwardCompat SplitMode = 0
+	SplitAlways        SplitMode = 1
+	SplitNever         SplitMode = 2
+	SplitAuto          SplitMode = 3
+)
+
+// Params are the compression parameters of one chunk.
+type Params struct {
+	Codec       int // compcode: CodecBloscLZ, CodecLZ4, CodecLZ4HC, CodecZlib, CodecZstd
+	Clevel      int // 0 (store) … 9
+	Typesize    int // 1 … 255
+	Blocksize   int // 0 chooses automatically
+	Filters     [MaxFilters]uint8
+	FiltersMeta [MaxFilters]uint8
+	Split       SplitMode
+	// Blosc1 writes a version-2 chunk with the 16-byte header, readable by
+	// c-blosc 1.x and Bloscpack. It allows one shuffle or bitshuffle filter.
+	Blosc1 bool
+}
+
+// DefaultParams returns python-blosc2's defaults for a typesize: zstd,
+// clevel 5, byte shuffle, automatic block size.
+func DefaultParams(typesize int) Params {
+	p := Params{Codec: CodecZstd, Clevel: 5, Typesize: typesize, Split: SplitAuto}
+	p.Filters[5] = FilterShuffle
+	return p
+}
+
+// MaxOverhead is the most that Compress adds to the input size.
+const MaxOverhead = ExtHeaderLen
+
+// ValidateParams reports whether Compress accepts p, and why not.
+func ValidateParams(p Params) error { return p.validate() }
+
+func (p *Params) validate() error {
+	if p.Clevel < 0 || p.Clevel > 9 {
+		return fmt.Errorf("%w: clevel %d not in 0…9", ErrUnsupported, p.Clevel)
+	}
+	if p.Typesize < 1 || p.Typesize > 255 {
+		return fmt.Errorf("%w: typesize %d not in 1…255", ErrUnsupported, p.Typesize)
+	}
+	if p.Blocksize < 0 || p.Blocksize > maxBlocksize {
+		return fmt.Errorf("%w: blocksize %d", ErrUnsupported, p.Blocksize)
+	}
+	if p.Split > SplitAuto {
+		return fmt.Errorf("%w: split mode %d", ErrUnsupported, p.Split)
+	}
+	if p.Codec == CodecSnappy || compressor(p.Codec) == nil {
+		return fmt.Errorf("%w: no encoder for codec %s", ErrUnsupported, CodecName(p.Codec))
+	}
+	if _, ok := codecFormat[p.Codec]; !ok {
+		return fmt.Errorf("%w: codec %s has no chunk format number", ErrUnsupported, CodecName(p.Codec))
+	}
+	nf := 0
+	for i, f := range p.Filters {
+		switch f {
+		case FilterNone:
+			continue
+		case FilterShuffle, FilterBitShuffle:
+		case FilterDelta, FilterTruncPrec, FilterByteDelta:
+			if p.Blosc1 {
+				return fmt.Errorf("%w: filter %d in a Blosc1 chunk", ErrUnsupported, f)
+			}
+			if f == FilterTruncPrec && p.Typesize != 4 && p.Typesize != 8 {
+				return fmt.Errorf("%w: trunc_prec needs typesize 4 or 8, not %d", ErrUnsupported, p.Typesize)
+			}
+		default:
+			return fmt.Errorf("%w: no encoder for filter %d in slot %d", ErrUnsupported, f, i)
+		}
+		nf++
+	}
+	for i, f := range p.Filters {
+		if f == FilterDelta {
+			for _, g := range p.Filters[:i] {
+				if g != FilterNone {
+					// c-blosc2 references the raw block 0, which only
+					// matches when delta sees raw data (its issues #760, #762).
+					return fmt.Errorf("%w: delta must be the first filter, found filter %d before it", ErrUnsupported, g)
+				}
+			}
+		}
+	}
+	if p.Blosc1 && nf > 1 {
+		return fmt.Errorf("%w: Blosc1 chunks hold one shuffle or bitshuffle filter, not %d filters", ErrUnsupported, nf)
+	}
+	return nil
+}
+
+func (p *Params) hasFilter(f uint8) bool {
+	for _, x := range p.Filters {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// splitChunk decides the dont_split flag for a chunk (FORMATS §1.7).
+func (p *Params) splitChunk(blocksize int) bool {
+	ts := p.Typesize
+	switch p.Split {
+	case SplitAlways:
+		return true
+	case SplitNever:
+		return false
+	}
+	if p.Blosc1 {
+		// c-blosc ≥ 1.14 FORWARD_COMPAT (AUTO restricts to blosclz).
+		if p.Split == SplitAuto && p.Codec != CodecBloscLZ {
+			return false
+		}
+		return p.Codec != CodecZstd && ts <= 16 && blocksize/ts >= 128
+	}
+	codecOK := p.Codec == CodecBloscLZ || p.Codec == CodecLZ4 || (p.Codec == CodecZstd && p.Clevel <= 5)
+	return codecOK && p.hasFilter(FilterShuffle) && ts <= 16 && blocksize/ts >= 32
+}
+
+// computeBlocksize chooses a block size as c-blosc2 (or c-blosc 1.x)
+// does, rounded to a multiple of the typesize.
+func (p *Params) computeBlocksize(nbytes int) int {
+	ts := p.Typesize
+	if nbytes < ts {
+		return 1
+	}
+	bs := p.Blocksize
+	if bs == 0 {
+		bs = nbytes
+		const l1 = 32 << 10
+		hcr := p.Codec == CodecLZ4HC || p.Codec == CodecZlib || p.Codec == CodecZstd
+		if nbytes >= l1 {
+			bs = l1
+			if hcr {
+				bs *= 2
+			}
+			switch p.Clevel {
+			case 0:
+				bs /= 4
+			case 1:
+				bs /= 2
+			case 3:
+				bs *= 2
+			case 4, 5:
+				bs *= 4
+			case 6, 7, 8:
+				bs *= 8
+			case 9:
+				bs *= 8
+				if hcr {
+					bs *= 2
+				}
+			}
+		}
+		if p.Clevel > 0 && p.splitChunk(bs) {
+			if p.Blosc1 {
+				bs = min(bs, 256<<10) * ts
+				bs = min(max(bs, 64<<10), 1<<20)
+			} else {
+				per := map[int]int{1: 32, 2: 32, 3: 32, 4: 64, 5: 64, 6: 64, 7: 128, 8: 256, 9: 512}[p.Clevel] << 10
+				bs = min(max(per*ts, 32<<10), 4<<20)
+			}
+		}
+	} else if p.Blosc1 && bs < 128 {
+		bs = 128
+	}
+	bs = min(max(bs, ts), nbytes)
+	if bs > ts {
+		bs = bs / ts * ts
+	}
+	return bs
+}
+
+// Compress encodes src as one Blosc chunk appended to dst and returns the
+// extended slice. The result is never longer than len(src)+MaxOverhead.
+func Compress(dst, src []byte, p Params) ([]byte, error) {
+	if err := p.validate(); err != nil {
+		return dst, err
+	}
+	maxNbytes := maxNbytesBlosc2
+	if p.Blosc1 {
+		maxNbytes = 1<<31 - 1 - MinHeaderLen
+	}
+	if len(src) > maxNbytes {
+		return dst, fmt.Errorf("%w: %d bytes exceed the chunk limit %d", ErrUnsupported, len(src), maxNbytes)
+	}
+	hdrLen := ExtHeaderLen
+	version := byte(VersionStable)
+	if p.Blosc1 {
+		hdrLen, version = MinHeaderLen, VersionBlosc1
+	}
+	nbytes := len(src)
+	bs := p.computeBlocksize(nbytes)
+	split := p.splitChunk(bs)
+
+	flags := codecFormat[p.Codec] << 5
+	if !split {
+		flags |= flagDontSplit
+	}
+	if p.Blosc1 {
+		if p.hasFilter(FilterShuffle) {
+			flags |= flagShuffle
+		} else if p.hasFilter(FilterBitShuffle) {
+			flags |= flagBitshuffle
+		}
+	} else {
+		flags |= flagShuffle | flagBitshuffle
+		if p.hasFilter(FilterDelta) {
+			flags |= flagDelta
+		}
+	}
+	start := len(dst)
+	var hdr [ExtHeaderLen]byte
+	hdr[0], hdr[1], hdr[2], hdr[3] = version, 1, flags, byte(p.Typesize)
+	binary.LittleEndian.PutUint32(hdr[4:], uint32(nbytes))
+	binary.LittleEndian.PutUint32(hdr[8:], uint32(bs))
+	if !p.Blosc1 {
+		copy(hdr[16:22], p.Filters[:])
+		hdr[22] = byte(p.Codec)
+		copy(hdr[24:30], p.FiltersMeta[:])
+	}
+	dst = append(dst, hdr[:hdrLen]...)
+
+	memMin := 128
+	if !p.Blosc1 {
+		memMin = 32
+	}
+	if p.Clevel == 0 || nbytes < memMin || nbytes < p.Typesize {
+		return finishMemcpy(dst, start, src, hdrLen), nil
+	}
+
+	nblocks := (nbytes + bs - 1) / bs
+	if hdrLen+4*nblocks >= nbytes {
+		return finishMemcpy(dst, start, src, hdrLen), nil
+	}
+	bstartsPos := len(dst)
+	dst = append(dst, make([]byte, 4*nblocks)...)
+	limit := start + hdrLen + nbytes // past this, store uncompressed
+	comp := compressor(p.Codec)
+
+	work := getBuf(bs)
+	defer putBuf(work)
+	tmp := getBuf(bs)
+	defer putBuf(tmp)
+	out := getBuf(bs)
+	defer putBuf(out)
+
+	allZero := true
+	for j := 0; j < nblocks; j++ {
+		off := j * bs
+		bsize := min(bs, nbytes-off)
+		block := src[off : off+bsize]
+		filtered := p.filterBlock((*work)[:bsize], (*tmp)[:bsize], block, src[:min(bs, nbytes)], j, version)
+		leftover := j == nblocks-1 && nbytes%bs != 0
+		nstreams := 1
+		if split && !leftover && p.Typesize > 1 {
+			if !p.Blosc1 || (p.Typesize <= 16 && bsize/p.Typesize >= 128) {
+				nstreams = p.Typesize
+			}
+		}
+		neblock := bsize / nstreams
+		binary.LittleEndian.PutUint32(dst[bstartsPos+4*j:], uint32(len(dst)-start))
+		for s := 0; s < nstreams; s++ {
+			stream := filtered[s*neblock : (s+1)*neblock]
+			if !p.Blosc1 {
+				if v, ok := runValue(stream); ok {
+					if v == 0 {
+						dst = binary.LittleEndian.AppendUint32(dst, 0)
+					} else {
+						allZero = false
+						dst = binary.LittleEndian.AppendUint32(dst, uint32(-int32(v)))
+						dst = append(dst, 1)
+					}
+					if len(dst) >= limit {
+						return finishMemcpy(dst[:start+hdrLen], start, src, hdrLen), nil
+					}
+					continue
+				}
+			}
+			allZero = false
+			budget := neblock - 1
+			if budget > 0 {
+				budget = min(budget, limit-len(dst)-4)
+			}
+			n := 0
+			if budget > 0 {
+				var err error
+				n, err = comp((*out)[:budget], stream, p.Clevel)
+				if err != nil {
+					return dst[:start], fmt.Errorf("blosc: %s encoder: %w", CodecName(p.Codec), err)
+				}
+			}
+			if n <= 0 || n >= neblock {
+				dst = binary.LittleEndian.AppendUint32(dst, uint32(neblock))
+				dst = append(dst, stream...)
+			} else {
+				dst = binary.LittleEndian.AppendUint32(dst, uint32(n))
+				dst = append(dst, (*out)[:n]...)
+			}
+			if len(dst) >= limit {
+				return finishMemcpy(dst[:start+hdrLen], start, src, hdrLen), nil
+			}
+		}
+	}
+	if allZero && !p.Blosc1 {
+		// Every stream is zeros: c-blosc2 writes a special zero chunk.
+		dst = dst[:start+hdrLen]
+		dst[start+31] = SpecialZero << 4
+		binary.LittleEndian.PutUint32(dst[start+12:], uint32(hdrLen))
+		return dst, nil
+	}
+	binary.LittleEndian.PutUint32(dst[start+12:], uint32(len(dst)-start))
+	return dst, nil
+}
+
+// finishMemcpy turns the header at dst[start:] into a memcpyed chunk.
+func finishMemcpy(dst []byte, start int, src []byte, hdrLen int) []byte {
+	dst = dst[:start+hdrLen]
+	dst[start+2] |= flagMemcpyed
+	binary.LittleEndian.PutUint32(dst[start+12:], uint32(hdrLen+len(src)))
+	return append(dst, src...)
+}
+
+// runValue reports whether all bytes of b are equal, and which.
+func runValue(b []byte) (byte, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	v := b[0]
+	i := 0
+	if len(b) >= 8 {
+		w := uint64(v) * 0x0101010101010101
+		for ; i+8 <= len(b); i += 8 {
+			if binary.LittleEndian.Uint64(b[i:]) != w {
+				return 0, false
+			}
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i] != v {
+			return 0, false
+		}
+	}
+	return v, true
+}
+
+// filterBlock applies the forward pipeline (slots 0→5) to block j and
+// returns the filtered bytes, in work or tmp (or block itself when no
+// filter changes it). raw0 is the raw block 0 of the chunk.
+func (p *Params) filterBlock(work, tmp, block, raw0 []byte, j int, version byte) []byte {
+	cur := block
+	bufs := [2][]byte{work, tmp}
+	next := 0
+	take := func() []byte { b := bufs[next]; next ^= 1; return b }
+	for i, f := range p.Filters {
+		switch f {
+		case FilterShuffle:
+			ts := int(p.FiltersMeta[i])
+			if ts == 0 || p.Blosc1 {
+				ts = p.Typesize
+			}
+			if ts > 1 {
+				o := take()
+				shuffleInto(o, cur, ts)
+				cur = o
+			}
+		case FilterBitShuffle:
+			o := take()
+			bitShuffleBlock(o, cur, p.Typesize, version)
+			cur = o
+		case FilterDelta:
+			o := take()
+			deltaEncode(o, cur, raw0, p.Typesize, j)
+			cur = o
+		case FilterTruncPrec:
+			o := take()
+			copy(o, cur)
+			_ = truncPrec(o, p.Typesize, p.FiltersMeta[i])
+			cur = o
+		case FilterByteDelta:
+			ts := int(p.FiltersMeta[i])
+			if ts == 0 {
+				ts = p.Typesize
+			}
+			o := take()
+			byteDeltaEncode(o, cur, ts)
+			cur = o
+		}
+	}
+	return cur
+}

@@ -1,0 +1,179 @@
+package blosc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// testData returns n bytes of one of several realistic shapes.
+func testData(r *rand.Rand, kind, n int) []byte {
+	b := make([]byte, n)
+	switch kind % 6 {
+	case 0: // smooth float64 series, quantized like measured data
+		for i := 0; i+8 <= n; i += 8 {
+			v := math.Round(math.Sin(float64(i)*0.0005)*1000*64) / 64
+			binary.LittleEndian.PutUint64(b[i:], math.Float64bits(v))
+		}
+	case 1: // text
+		words := []string{"blosc ", "chunk ", "the ", "block ", "shuffle ", "of ", "data\n", "2026-11-22 "}
+		for i := 0; i < n; {
+			i += copy(b[i:], words[r.IntN(len(words))])
+		}
+	case 2: // random
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+	case 3: // zeros
+	case 4: // counter int32
+		for i := 0; i+4 <= n; i += 4 {
+			binary.LittleEndian.PutUint32(b[i:], uint32(i/4))
+		}
+	case 5: // runs of a few values
+		v := byte(7)
+		for i := range b {
+			if r.IntN(500) == 0 {
+				v = byte(r.Uint32())
+			}
+			b[i] = v
+		}
+	}
+	return b
+}
+
+func randomParams(r *rand.Rand) Params {
+	codecs := []int{CodecBloscLZ, CodecLZ4, CodecLZ4HC, CodecZlib, CodecZstd}
+	p := Params{
+		Codec:    codecs[r.IntN(len(codecs))],
+		Clevel:   r.IntN(10),
+		Typesize: []int{1, 2, 3, 4, 7, 8, 12, 16, 17, 24, 33, 255}[r.IntN(12)],
+		Split:    SplitMode(r.IntN(4)),
+		Blosc1:   r.IntN(3) == 0,
+	}
+	if r.IntN(3) == 0 {
+		p.Blocksize = []int{1, 100, 128, 1000, 4096, 16384, 65536}[r.IntN(7)]
+	}
+	switch r.IntN(6) {
+	case 0:
+	case 1:
+		p.Filters[5] = FilterShuffle
+	case 2:
+		p.Filters[5] = FilterBitShuffle
+	case 3:
+		if !p.Blosc1 {
+			p.Filters[4], p.Filters[5] = FilterDelta, FilterShuffle
+		}
+	case 4:
+		if !p.Blosc1 {
+			p.Filters[0], p.Filters[1] = FilterShuffle, FilterByteDelta
+			p.FiltersMeta[1] = byte(p.Typesize)
+		}
+	case 5:
+		if !p.Blosc1 {
+			p.Filters[3], p.Filters[5] = FilterDelta, FilterBitShuffle
+		}
+	}
+	return p
+}
+
+// TestRoundTripProperty compresses random data with random parameters and
+// checks that decoding returns it, whole and block by block.
+func TestRoundTripProperty(t *testing.T) {
+	seed := uint64(20261122)
+	r := rand.New(rand.NewPCG(seed, 1))
+	iters := 600
+	if testing.Short() {
+		iters = 100
+	}
+	for it := 0; it < iters; it++ {
+		p := randomParams(r)
+		n := []int{0, 1, 31, 32, 127, 128, 129, 1000, 4097, 65536, 100003, 300000}[r.IntN(12)]
+		kind := r.IntN(6)
+		src := testData(r, kind, n)
+		name := fmt.Sprintf("it%d/%+v/n=%d/kind=%d", it, p, n, kind)
+		chunk, err := Compress(nil, src, p)
+		if err != nil {
+			t.Fatalf("%s: Compress: %v", name, err)
+		}
+		if len(chunk) > n+MaxOverhead {
+			t.Fatalf("%s: chunk of %d bytes for %d", name, len(chunk), n)
+		}
+		h, err := ParseHeader(chunk)
+		if err != nil {
+			t.Fatalf("%s: header: %v", name, err)
+		}
+		if p.Blosc1 != (h.Version == VersionBlosc1) || int(h.Cbytes) != len(chunk) {
+			t.Fatalf("%s: header %v", name, h)
+		}
+		got, err := Decompress(chunk)
+		if err != nil {
+			t.Fatalf("%s: Decompress: %v (header %v)", name, err, h)
+		}
+		if !bytes.Equal(got, src) {
+			t.Fatalf("%s: round trip differs (header %v)", name, h)
+		}
+		checkBlocks(t, chunk, src)
+	}
+}
+
+func TestCompressRejects(t *testing.T) {
+	base := DefaultParams(8)
+	for name, mod := range map[string]func(*Params){
+		"snappy":          func(p *Params) { p.Codec = CodecSnappy },
+		"codec 99":        func(p *Params) { p.Codec = 99 },
+		"clevel 10":       func(p *Params) { p.Clevel = 10 },
+		"typesize 0":      func(p *Params) { p.Typesize = 0 },
+		"typesize 256":    func(p *Params) { p.Typesize = 256 },
+		"filter 200":      func(p *Params) { p.Filters[2] = 200 },
+		"delta in blosc1": func(p *Params) { p.Blosc1 = true; p.Filters[4] = FilterDelta },
+		"delta after shuffle": func(p *Params) {
+			p.Filters[0], p.Filters[1] = FilterShuffle, FilterDelta
+		},
+		"truncprec ts 2": func(p *Params) { p.Typesize = 2; p.Filters[0] = FilterTruncPrec },
+	} {
+		p := base
+		mod(&p)
+		if _, err := Compress(nil, make([]byte, 1000), p); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: err = %v, want ErrUnsupported", name, err)
+		}
+	}
+}
+
+// TestTruncPrec checks the lossy filter against a direct computation.
+func TestTruncPrec(t *testing.T) {
+	src := testData(rand.New(rand.NewPCG(1, 2)), 0, 80000)
+	p := DefaultParams(8)
+	p.Filters = [6]uint8{FilterTruncPrec, 0, 0, 0, 0, FilterShuffle}
+	p.FiltersMeta[0] = 20
+	chunk, err := Compress(nil, src, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decompress(chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(src); i += 8 {
+		want := binary.LittleEndian.Uint64(src[i:]) &^ (1<<32 - 1)
+		if g := binary.LittleEndian.Uint64(got[i:]); g != want {
+			t.Fatalf("word %d = %#x, want %#x", i/8, g, want)
+		}
+	}
+}
+
+// TestSpecialZeroEncoding checks that all-zero input becomes a 32-byte
+// special chunk, as c-blosc2 writes it.
+func TestSpecialZeroEncoding(t *testing.T) {
+	chunk, err := Compress(nil, make([]byte, 1<<20), DefaultParams(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := ParseHeader(chunk)
+	if len(chunk) != 32 || h.Special() != SpecialZero {
+		t.Fatalf("got %d-byte chunk, header %v", len(chunk), h)
+	}
+}

@@ -1,0 +1,103 @@
+package blosc
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"testing"
+)
+
+// fuzzSeeds returns every chunk of the fixtures (bare and inside frames)
+// and a few of our own.
+func fuzzSeeds(f *testing.F) [][]byte {
+	var seeds [][]byte
+	for _, fx := range loadFixtures(f) {
+		switch {
+		case fx.Kind == "blosc1chunk" || (fx.IsInvalid && bytes.HasSuffix([]byte(fx.Name), []byte(".blosc"))):
+			b, err := os.ReadFile(fx.Path)
+			if err != nil {
+				f.Fatal(err)
+			}
+			seeds = append(seeds, b)
+		case !fx.IsInvalid && (fx.Kind == "b2frame" || fx.Kind == "sframe" || fx.Kind == "b2nd"):
+			chunks, _ := walkFrame(f, fx.Path)
+			for i, c := range chunks {
+				if c.data != nil && i < 3 {
+					seeds = append(seeds, c.data)
+				}
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 20; i++ {
+		p := randomParams(r)
+		c, err := Compress(nil, testData(r, i, 3000+i*97), p)
+		if err == nil {
+			seeds = append(seeds, c)
+		}
+	}
+	return seeds
+}
+
+// FuzzParseHeader checks that header parsing never panics and that an
+// accepted header is self-consistent.
+func FuzzParseHeader(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s[:min(len(s), 32)])
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ParseHeader(b)
+		if err != nil {
+			return
+		}
+		if h.Nbytes < 0 || h.Cbytes < int32(h.Len()) || h.Typesize == 0 {
+			t.Fatalf("accepted inconsistent header %v", h)
+		}
+	})
+}
+
+// maxFuzzOutput bounds what one fuzz input may decode to, so that special
+// chunks claiming 2 GiB of zeros do not exhaust memory.
+const maxFuzzOutput = 16 << 20
+
+// FuzzDecode decodes arbitrary chunks whole and block by block, through
+// memory and through an io.ReaderAt; it must never panic, and both paths
+// must agree.
+func FuzzDecode(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := NewChunkBytes(b)
+		if err != nil {
+			return
+		}
+		if c.Nbytes > maxFuzzOutput {
+			return
+		}
+		full := make([]byte, c.Nbytes)
+		fullErr := c.Decode(full)
+		rc, err := NewChunk(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatalf("NewChunkBytes accepted what NewChunk refused: %v", err)
+		}
+		var total int
+		for i := 0; i < rc.NumBlocks(); i++ {
+			dst := make([]byte, rc.BlockLen(i))
+			total += len(dst)
+			err := rc.DecodeBlock(dst, i)
+			if fullErr == nil {
+				if err != nil {
+					t.Fatalf("block %d: %v, but the whole chunk decoded", i, err)
+				}
+				off := rc.BlockOffset(i)
+				if !bytes.Equal(dst, full[off:off+int64(len(dst))]) {
+					t.Fatalf("block %d differs from the whole decode", i)
+				}
+			}
+		}
+		if rc.NumBlocks() > 0 && total != int(c.Nbytes) {
+			t.Fatalf("blocks add up to %d, nbytes %d", total, c.Nbytes)
+		}
+	})
+}
