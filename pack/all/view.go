@@ -1,0 +1,107 @@
+package all
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/bloscfs/bloscfs/internal/ordered"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/frame"
+)
+
+// View is the plain content a container is shown as: its plain bytes, or
+// for a .b2nd array the .npy file (NPY header and the array in C order).
+type View struct {
+	io.ReaderAt
+	// Size is the size of the view.
+	Size int64
+	// Container is the opened container.
+	Container pack.Container
+	// NPY reports that the view is a .b2nd array's .npy form.
+	NPY    bool
+	closer io.Closer
+}
+
+// Close releases the file behind the view.
+func (v *View) Close() error { return v.closer.Close() }
+
+// ContainerView returns a View of a container's own plain bytes (for a
+// .b2nd, the padded super-chunk rather than the .npy). Closing it does
+// nothing: the caller owns the container.
+func ContainerView(c pack.Container) *View {
+	return &View{ReaderAt: c, Size: c.Size(), Container: c, closer: io.NopCloser(nil)}
+}
+
+// OpenView opens a container file or sparse-frame directory and returns
+// the view bloscfs shows of it.
+func OpenView(path string, cache pack.BlockCache) (*View, error) {
+	c, closer, err := pack.OpenPath(path, cache)
+	if err != nil {
+		return nil, err
+	}
+	v := &View{ReaderAt: c, Size: c.Size(), Container: c, closer: closer}
+	if f, ok := c.(*frame.Frame); ok && f.Array() != nil {
+		npy, err := f.NPY()
+		if err != nil {
+			closer.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		v.ReaderAt, v.Size, v.NPY = npy, npy.Size(), true
+	}
+	return v, nil
+}
+
+// pieces splits the view into read units: groups of whole chunks of about
+// 4 MiB when the view is the container itself (so that no block is
+// decoded twice), else 8 MiB.
+func (v *View) pieces() []pack.Range {
+	var out []pack.Range
+	if src, ok := v.Container.(pack.ChunkSource); ok && !v.NPY {
+		const target = 4 << 20
+		start := int64(0)
+		for i := 1; i <= src.NumChunks(); i++ {
+			end := src.ChunkOffset(i)
+			if end-start >= target || i == src.NumChunks() {
+				if end > start {
+					out = append(out, pack.Range{Off: start, Len: end - start})
+				}
+				start = end
+			}
+		}
+		return out
+	}
+	const step = 8 << 20
+	for off := int64(0); off < v.Size; off += step {
+		out = append(out, pack.Range{Off: off, Len: min(step, v.Size-off)})
+	}
+	return out
+}
+
+// WriteTo writes the whole view to w, decoding on all cores; progress,
+// when not nil, is called with the bytes written after each piece.
+func (v *View) WriteTo(w io.Writer) (int64, error) { return v.WriteToProgress(w, nil) }
+
+// WriteToProgress is WriteTo with a progress callback.
+func (v *View) WriteToProgress(w io.Writer, progress func(n int64)) (int64, error) {
+	ps := v.pieces()
+	var written int64
+	err := ordered.Run(len(ps), func(i int) ([]byte, error) {
+		b := make([]byte, ps[i].Len)
+		n, err := v.ReadAt(b, ps[i].Off)
+		if n == len(b) {
+			return b, nil
+		}
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}, func(i int, b []byte) error {
+		n, err := w.Write(b)
+		written += int64(n)
+		if progress != nil {
+			progress(int64(n))
+		}
+		return err
+	})
+	return written, err
+}

@@ -1,0 +1,463 @@
+// Package bloscpack reads and writes Bloscpack files (.blp): a sequence of
+// Blosc1 chunks with an optional offsets table, per-chunk checksums and a
+// JSON metadata section (FORMATS §9). Format versions 1, 2 and 3 are read;
+// version 3, the only one bloscpack has written since 2013, is written.
+//
+// Importing the package registers the format with pack.Open.
+package bloscpack
+
+import (
+	"bytes"
+	"crypto/md5"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/adler32"
+	"hash/crc32"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/klauspost/compress/zlib"
+)
+
+// Magic starts every Bloscpack file.
+const Magic = "blpk"
+
+const (
+	headerLen     = 32
+	headerLenV1   = 16
+	metaHeaderLen = 32
+	optOffsets    = 0x01
+	optMetadata   = 0x02
+	// maxMetaSize bounds the metadata section we read into memory.
+	maxMetaSize = 64 << 20
+)
+
+// Checksums are the checksum kinds by id, as bloscpack numbers them.
+var Checksums = []struct {
+	Name string
+	Size int
+	New  func() hash.Hash
+}{
+	{"None", 0, nil},
+	{"adler32", 4, func() hash.Hash { return adler32.New() }},
+	{"crc32", 4, func() hash.Hash { return crc32.NewIEEE() }},
+	{"md5", 16, md5.New},
+	{"sha1", 20, sha1.New},
+	{"sha224", 28, sha256.New224},
+	{"sha256", 32, sha256.New},
+	{"sha384", 48, sha512.New384},
+	{"sha512", 64, sha512.New},
+}
+
+// ChecksumID returns the id of a checksum name ("None", "adler32", …).
+func ChecksumID(name string) (int, bool) {
+	for i, c := range Checksums {
+		if c.Name == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// digest returns the stored form of a checksum: 4-byte LE for adler32
+// and crc32, the raw digest otherwise.
+func digest(id int, data []byte) []byte {
+	c := Checksums[id]
+	if c.New == nil {
+		return nil
+	}
+	h := c.New()
+	h.Write(data)
+	sum := h.Sum(nil)
+	if c.Size == 4 {
+		// hash.Hash32 sums are big-endian; bloscpack stores little-endian.
+		slices.Reverse(sum)
+	}
+	return sum
+}
+
+// Header is a parsed Bloscpack header.
+type Header struct {
+	Version      int
+	Options      uint8
+	Checksum     int // index into Checksums
+	Typesize     int
+	ChunkSize    int64 // -1 = unknown
+	LastChunk    int64 // -1 = unknown
+	Nchunks      int64 // -1 = unknown
+	MaxAppChunks int64
+}
+
+// MetaHeader is the header of the metadata section.
+type MetaHeader struct {
+	Format       string // "JSON"
+	Options      uint8
+	Checksum     int
+	Codec        int // 0 none, 1 zlib
+	Level        int
+	Size         int64 // uncompressed
+	MaxSize      int64 // reserved space
+	CompSize     int64 // stored bytes
+	UserCodec    [8]byte
+	sectionBytes int64
+}
+
+// File is an opened Bloscpack file: an io.ReaderAt over its plain bytes.
+type File struct {
+	*pack.ChunkReader
+	Header Header
+	// Meta is the metadata section's header, and Metadata its (JSON)
+	// content, decompressed; nil when the file has none.
+	Meta     *MetaHeader
+	Metadata []byte
+
+	r          io.ReaderAt
+	size       int64
+	name       string
+	chunkStart int64   // where the chunk area begins
+	offsets    []int64 // file offset of each chunk
+	plainOffs  []int64 // plain offset of each chunk, len n+1
+	verify     bool
+	first      *blosc.Chunk
+	firstOnce  sync.Once
+}
+
+// Options change how Open reads a file.
+type Options struct {
+	// SkipChecksums turns off verifying each chunk's checksum when it is
+	// first loaded.
+	SkipChecksums bool
+}
+
+func init() {
+	pack.RegisterFormat(pack.Format{
+		Name:  "bloscpack",
+		Match: func(head []byte) bool { return bytes.HasPrefix(head, []byte(Magic)) },
+		Open: func(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (pack.Container, error) {
+			return Open(r, size, name, cache, Options{})
+		},
+	})
+}
+
+func errf(name string, base error, format string, args ...any) error {
+	return fmt.Errorf("%s: %w: "+format, append([]any{name, base}, args...)...)
+}
+
+// Open parses the Bloscpack file in r (size bytes). name prefixes errors.
+func Open(r io.ReaderAt, size int64, name string, cache pack.BlockCache, opt Options) (*File, error) {
+	f := &File{r: r, size: size, name: name, verify: !opt.SkipChecksums}
+	if err := f.parse(); err != nil {
+		return nil, err
+	}
+	f.ChunkReader = pack.NewChunkReader(name, f, cache)
+	return f, nil
+}
+
+func (f *File) readAt(p []byte, off int64, what string) error {
+	if off < 0 || off+int64(len(p)) > f.size {
+		return errf(f.name, pack.ErrFormat, "%s [%d,%d) past the end of the %d-byte file", what, off, off+int64(len(p)), f.size)
+	}
+	n, err := f.r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	return fmt.Errorf("%s: reading %s at %d: %w", f.name, what, off, err)
+}
+
+func (f *File) parse() error {
+	var hb [headerLen]byte
+	if f.size < headerLenV1 {
+		return errf(f.name, pack.ErrFormat, "file of %d bytes is too short for a header", f.size)
+	}
+	if err := f.readAt(hb[:min(headerLen, f.size)], 0, "header"); err != nil {
+		return err
+	}
+	if string(hb[:4]) != Magic {
+		return errf(f.name, pack.ErrFormat, "bad magic %q, want %q", hb[:4], Magic)
+	}
+	h := &f.Header
+	h.Version = int(hb[4])
+	le := binary.LittleEndian
+	pos := int64(headerLen)
+	switch h.Version {
+	case 1:
+		h.Nchunks = int64(le.Uint64(hb[8:]))
+		h.ChunkSize, h.LastChunk = -1, -1
+		pos = headerLenV1
+	case 2, 3:
+		if f.size < headerLen {
+			return errf(f.name, pack.ErrFormat, "file of %d bytes is too short for a header", f.size)
+		}
+		h.Options = hb[5]
+		h.Checksum = int(hb[6])
+		h.Typesize = int(hb[7])
+		h.ChunkSize = int64(int32(le.Uint32(hb[8:])))
+		h.LastChunk = int64(int32(le.Uint32(hb[12:])))
+		h.Nchunks = int64(le.Uint64(hb[16:]))
+		if h.Version == 3 {
+			h.MaxAppChunks = int64(le.Uint64(hb[24:]))
+		}
+		valid := uint8(optOffsets | optMetadata)
+		if h.Version == 2 {
+			valid = optOffsets
+		}
+		if h.Options&^valid != 0 {
+			return errf(f.name, pack.ErrFormat, "options %#02x has reserved bits set", h.Options)
+		}
+		if h.Checksum >= len(Checksums) {
+			return errf(f.name, pack.ErrFormat, "checksum id %d", h.Checksum)
+		}
+	default:
+		return errf(f.name, pack.ErrUnsupported, "format version %d (1, 2 and 3 exist)", h.Version)
+	}
+	// Every chunk takes at least a 16-byte Blosc header.
+	maxChunks := (f.size - pos) / blosc.MinHeaderLen
+	if h.Nchunks < -1 || h.Nchunks > maxChunks {
+		return errf(f.name, pack.ErrFormat, "nchunks %d impossible in a %d-byte file", h.Nchunks, f.size)
+	}
+	if h.MaxAppChunks < 0 || h.MaxAppChunks > (f.size-pos)/8 {
+		return errf(f.name, pack.ErrFormat, "max_app_chunks %d impossible in a %d-byte file", h.MaxAppChunks, f.size)
+	}
+	if h.ChunkSize < -1 || h.LastChunk < -1 || (h.ChunkSize >= 0 && h.LastChunk > h.ChunkSize) {
+		return errf(f.name, pack.ErrFormat, "chunk_size %d, last_chunk %d", h.ChunkSize, h.LastChunk)
+	}
+	if h.Options&optMetadata != 0 {
+		n, err := f.parseMeta(pos)
+		if err != nil {
+			return err
+		}
+		pos += n
+	}
+	if h.Options&optOffsets != 0 {
+		if h.Nchunks < 0 {
+			return errf(f.name, pack.ErrFormat, "offsets section with unknown nchunks")
+		}
+		slots := h.Nchunks + h.MaxAppChunks
+		if pos+8*slots > f.size {
+			return errf(f.name, pack.ErrFormat, "offsets section of %d entries past the end of the %d-byte file", slots, f.size)
+		}
+		raw := make([]byte, 8*h.Nchunks)
+		if err := f.readAt(raw, pos, "offsets"); err != nil {
+			return err
+		}
+		f.chunkStart = pos + 8*slots
+		f.offsets = make([]int64, h.Nchunks)
+		for i := range f.offsets {
+			o := int64(le.Uint64(raw[8*i:]))
+			switch {
+			case o >= f.size:
+				return errf(f.name, pack.ErrFormat, "offsets[%d]=%d points past the end of the %d-byte file", i, o, f.size)
+			case o+blosc.MinHeaderLen > f.size:
+				return errf(f.name, pack.ErrFormat, "chunk %d at offset %d is truncated: the %d-byte file ends inside its header", i, o, f.size)
+			case o < f.chunkStart:
+				return errf(f.name, pack.ErrFormat, "offsets[%d]=%d points before the chunk area at %d", i, o, f.chunkStart)
+			}
+			f.offsets[i] = o
+		}
+	} else {
+		f.chunkStart = pos
+		if err := f.walk(); err != nil {
+			return err
+		}
+	}
+	return f.plainLayout()
+}
+
+// walk finds the chunks by following each chunk's cbytes (files without
+// offsets, and format 1).
+func (f *File) walk() error {
+	cs := int64(Checksums[f.Header.Checksum].Size)
+	pos := f.chunkStart
+	var hb [blosc.MinHeaderLen]byte
+	for i := int64(0); f.Header.Nchunks < 0 || i < f.Header.Nchunks; i++ {
+		if f.Header.Nchunks < 0 && pos >= f.size {
+			break
+		}
+		if err := f.readAt(hb[:], pos, fmt.Sprintf("chunk %d header", i)); err != nil {
+			return err
+		}
+		cb := int64(binary.LittleEndian.Uint32(hb[12:]))
+		if cb < blosc.MinHeaderLen || pos+cb+cs > f.size {
+			return errf(f.name, pack.ErrFormat, "chunk %d at %d: cbytes %d (+%d checksum) past the end of the %d-byte file (truncated)", i, pos, cb, cs, f.size)
+		}
+		f.offsets = append(f.offsets, pos)
+		pos += cb + cs
+	}
+	f.Header.Nchunks = int64(len(f.offsets))
+	return nil
+}
+
+// plainLayout computes each chunk's plain offset: from the header's
+// chunk_size and last_chunk when known, else from each chunk's header.
+func (f *File) plainLayout() error {
+	h := &f.Header
+	n := len(f.offsets)
+	f.plainOffs = make([]int64, n+1)
+	if h.ChunkSize >= 0 && h.LastChunk >= 0 && n > 0 {
+		for i := 1; i < n; i++ {
+			f.plainOffs[i] = int64(i) * h.ChunkSize
+		}
+		f.plainOffs[n] = int64(n-1)*h.ChunkSize + h.LastChunk
+		return nil
+	}
+	var hb [blosc.MinHeaderLen]byte
+	for i, o := range f.offsets {
+		if err := f.readAt(hb[:], o, fmt.Sprintf("chunk %d header", i)); err != nil {
+			return err
+		}
+		nb := int64(int32(binary.LittleEndian.Uint32(hb[4:])))
+		if nb < 0 {
+			return errf(f.name, pack.ErrFormat, "chunk %d nbytes %d", i, nb)
+		}
+		f.plainOffs[i+1] = f.plainOffs[i] + nb
+	}
+	return nil
+}
+
+func (f *File) parseMeta(pos int64) (int64, error) {
+	var mb [metaHeaderLen]byte
+	if err := f.readAt(mb[:], pos, "metadata header"); err != nil {
+		return 0, err
+	}
+	le := binary.LittleEndian
+	m := &MetaHeader{
+		Format:   string(bytes.TrimRight(mb[:8], "\x00 ")),
+		Options:  mb[8],
+		Checksum: int(mb[9]),
+		Codec:    int(mb[10]),
+		Level:    int(mb[11]),
+		Size:     int64(le.Uint32(mb[12:])),
+		MaxSize:  int64(le.Uint32(mb[16:])),
+		CompSize: int64(le.Uint32(mb[20:])),
+	}
+	copy(m.UserCodec[:], mb[24:32])
+	if m.Checksum >= len(Checksums) {
+		return 0, errf(f.name, pack.ErrFormat, "metadata checksum id %d", m.Checksum)
+	}
+	if m.CompSize > m.MaxSize || m.MaxSize > maxMetaSize || m.Size > maxMetaSize {
+		return 0, errf(f.name, pack.ErrFormat, "metadata sizes: %d stored, %d reserved, %d plain", m.CompSize, m.MaxSize, m.Size)
+	}
+	cs := int64(Checksums[m.Checksum].Size)
+	m.sectionBytes = metaHeaderLen + m.MaxSize + cs
+	if pos+m.sectionBytes > f.size {
+		return 0, errf(f.name, pack.ErrFormat, "metadata section of %d bytes past the end of the file", m.sectionBytes)
+	}
+	stored := make([]byte, m.CompSize)
+	if err := f.readAt(stored, pos+metaHeaderLen, "metadata"); err != nil {
+		return 0, err
+	}
+	if cs > 0 {
+		want := make([]byte, cs)
+		if err := f.readAt(want, pos+metaHeaderLen+m.MaxSize, "metadata checksum"); err != nil {
+			return 0, err
+		}
+		if got := digest(m.Checksum, stored); !bytes.Equal(got, want) {
+			return 0, errf(f.name, pack.ErrChecksum, "metadata %s is %x, stored %x", Checksums[m.Checksum].Name, got, want)
+		}
+	}
+	switch m.Codec {
+	case 0:
+		f.Metadata = stored
+	case 1:
+		zr, err := zlib.NewReader(bytes.NewReader(stored))
+		if err != nil {
+			return 0, errf(f.name, pack.ErrFormat, "metadata zlib: %v", err)
+		}
+		plain, err := io.ReadAll(io.LimitReader(zr, m.Size+1))
+		if err != nil || int64(len(plain)) != m.Size {
+			return 0, errf(f.name, pack.ErrFormat, "metadata zlib: %d bytes (want %d): %v", len(plain), m.Size, err)
+		}
+		f.Metadata = plain
+	default:
+		return 0, errf(f.name, pack.ErrUnsupported, "metadata codec %d", m.Codec)
+	}
+	f.Meta = m
+	return m.sectionBytes, nil
+}
+
+// NumChunks returns the number of chunks.
+func (f *File) NumChunks() int { return len(f.offsets) }
+
+// ChunkOffset returns the plain offset of chunk i.
+func (f *File) ChunkOffset(i int) int64 { return f.plainOffs[i] }
+
+// ChunkFileOffset returns the file offset of chunk i.
+func (f *File) ChunkFileOffset(i int) int64 { return f.offsets[i] }
+
+// rawChunk returns the size of chunk i as stored (its cbytes), checked
+// against the file.
+func (f *File) rawChunk(i int) (int64, error) {
+	var hb [blosc.MinHeaderLen]byte
+	off := f.offsets[i]
+	if err := f.readAt(hb[:], off, "chunk header"); err != nil {
+		return 0, err
+	}
+	cb := int64(binary.LittleEndian.Uint32(hb[12:]))
+	cs := int64(Checksums[f.Header.Checksum].Size)
+	if cb < blosc.MinHeaderLen || off+cb+cs > f.size {
+		return 0, errf(f.name, pack.ErrFormat, "chunk %d at %d: cbytes %d (+%d checksum) past the end of the %d-byte file (truncated)", i, off, cb, cs, f.size)
+	}
+	return cb, nil
+}
+
+// OpenChunk parses chunk i, verifying its checksum.
+func (f *File) OpenChunk(i int) (*blosc.Chunk, error) {
+	cb, err := f.rawChunk(i)
+	if err != nil {
+		return nil, err
+	}
+	off := f.offsets[i]
+	if f.verify && f.Header.Checksum != 0 {
+		buf := make([]byte, cb+int64(Checksums[f.Header.Checksum].Size))
+		if err := f.readAt(buf, off, "chunk"); err != nil {
+			return nil, err
+		}
+		got := digest(f.Header.Checksum, buf[:cb])
+		if want := buf[cb:]; !bytes.Equal(got, want) {
+			return nil, fmt.Errorf("%w: %s is %x, stored %x", pack.ErrChecksum, Checksums[f.Header.Checksum].Name, got, want)
+		}
+	}
+	return blosc.NewChunk(io.NewSectionReader(f.r, off, cb), cb)
+}
+
+// Size returns the plain size.
+func (f *File) Size() int64 { return f.plainOffs[len(f.plainOffs)-1] }
+
+// firstChunk returns the parsed first chunk, for Info and new chunks.
+func (f *File) firstChunk() *blosc.Chunk {
+	f.firstOnce.Do(func() {
+		if len(f.offsets) > 0 {
+			f.first, _ = f.Chunk(0)
+		}
+	})
+	return f.first
+}
+
+// Info describes the file.
+func (f *File) Info() pack.Info {
+	h := f.Header
+	in := pack.Info{
+		Format: "bloscpack", Version: h.Version, Size: f.Size(), StoredSize: f.size,
+		Chunks: f.NumChunks(), ChunkSize: h.ChunkSize, Clevel: -1, Typesize: h.Typesize,
+		Checksum: Checksums[h.Checksum].Name,
+	}
+	if c := f.firstChunk(); c != nil {
+		in.Blocksize = c.BlockSize()
+		in.Codec = blosc.CodecName(c.Codec())
+		in.Filters, in.FiltersMeta = c.Filters, c.FiltersMeta
+		if in.Typesize == 0 {
+			in.Typesize = int(c.Typesize)
+		}
+	}
+	if f.Metadata != nil {
+		in.Meta = map[string][]byte{"metadata": f.Metadata}
+	}
+	return in
+}

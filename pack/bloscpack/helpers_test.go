@@ -1,0 +1,19 @@
+package bloscpack
+
+import (
+	"os/exec"
+	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testutil"
+)
+
+func testutil_Python(t *testing.T) string { return testutil.Python(t, "blosc") }
+
+func runPython(t *testing.T, py, script string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(py, append([]string{"-c", script}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	return string(out)
+}

@@ -1,0 +1,89 @@
+package frame
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzOpenFrame opens arbitrary bytes as a frame and, when that works
+// and the views are at most 16 MiB, reads them all, decodes the
+// metadata, and copies every chunk into a new frame that must reopen
+// with the same content. Nothing may panic or allocate without bound.
+func FuzzOpenFrame(f *testing.F) {
+	for _, fx := range loadFixtures(f) {
+		switch {
+		case fx.IsDir:
+			if b, err := os.ReadFile(filepath.Join(fx.Path, IndexFile)); err == nil {
+				f.Add(b)
+			}
+		case strings.HasSuffix(fx.Name, ".b2frame") || strings.HasSuffix(fx.Name, ".b2nd"):
+			if b, err := os.ReadFile(fx.Path); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	const limit = 16 << 20
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fr, err := Open(bytes.NewReader(data), int64(len(data)), "fuzz", nil)
+		if err != nil {
+			return
+		}
+		_ = fr.Info()
+		for _, n := range fr.VLMetaNames() {
+			_, _ = fr.VLMeta(n)
+		}
+		if fr.Size() > limit {
+			return
+		}
+		content := make([]byte, fr.Size())
+		n, rerr := fr.ReadAt(content, 0)
+		if rerr != nil && !(rerr == io.EOF && n == len(content)) {
+			rerr = errors.New("read failed")
+		} else {
+			rerr = nil
+		}
+		if a := fr.Array(); a != nil {
+			if c, err := fr.COrder(); err == nil && c.Size() <= limit {
+				_, _ = c.ReadAt(make([]byte, c.Size()), 0)
+			}
+			if v, err := fr.NPY(); err == nil && v.Size() <= limit+1<<16 {
+				_, _ = v.ReadAt(make([]byte, min(v.Size(), 4096)), 0)
+			}
+		}
+		// Copy every chunk verbatim into a new frame.
+		m := &memFile{}
+		s, err := fr.NewSink(m, fr.Size())
+		if err != nil {
+			return
+		}
+		for i := 0; i < fr.NumChunks(); i++ {
+			if err := s.CopyChunk(i); err != nil {
+				return
+			}
+		}
+		if err := s.Close(); err != nil {
+			return
+		}
+		g, err := Open(bytes.NewReader(m.b), int64(len(m.b)), "copy", nil)
+		if err != nil {
+			t.Fatalf("the copy of a frame that opened does not open: %v", err)
+		}
+		if g.Size() != fr.Size() || g.NumChunks() != fr.NumChunks() {
+			t.Fatalf("copy: size %d chunks %d, source %d %d", g.Size(), g.NumChunks(), fr.Size(), fr.NumChunks())
+		}
+		if rerr == nil {
+			got := make([]byte, g.Size())
+			if _, err := g.ReadAt(got, 0); err != nil && err != io.EOF {
+				t.Fatalf("the copy of a readable frame fails: %v", err)
+			}
+			if !bytes.Equal(got, content) {
+				t.Fatal("the copy reads differently")
+			}
+		}
+	})
+}

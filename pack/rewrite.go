@@ -1,0 +1,126 @@
+package pack
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+)
+
+// Range is a byte range [Off, Off+Len) of plain data.
+type Range struct{ Off, Len int64 }
+
+// Rewritable is a container that can write a new container of its own
+// format, parameters and metadata.
+type Rewritable interface {
+	Container
+	ChunkSource
+	// NewSink starts a new container of size plain bytes written to w, with
+	// this container's format, codec, level, filters, typesize, chunk size,
+	// checksum kind and all its metadata. (Formats with an offsets table
+	// need the size to reserve it before the chunks.)
+	NewSink(w io.WriteSeeker, size int64) (ChunkSink, error)
+}
+
+// ChunkSink receives the chunks of a new container in order.
+type ChunkSink interface {
+	// CopyChunk appends chunk i of the source container verbatim, without
+	// decoding it (special chunks stay special).
+	CopyChunk(i int) error
+	// AddChunk compresses plain bytes as the next chunk. Every chunk but
+	// the last must have the container's chunk size.
+	AddChunk(plain []byte) error
+	// Close writes what follows the chunks (index, trailer) and fixes up
+	// the header. It does not close the underlying writer.
+	Close() error
+}
+
+// ChunkSizer is implemented by containers with a nominal chunk size for
+// new chunks.
+type ChunkSizer interface {
+	// NewChunkSize returns the plain size of the chunks a rewrite writes.
+	NewChunkSize() int64
+}
+
+// Rewrite writes to w a new container in the format of old whose plain
+// bytes are content[0:size]. dirty lists the ranges where content differs
+// from old; a chunk of old that no dirty range touches, and whose plain
+// range is the same in the new container, is copied verbatim, the others
+// are read from content and compressed again.
+func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, dirty []Range) error {
+	sink, err := old.NewSink(w, size)
+	if err != nil {
+		return err
+	}
+	dirty = coalesce(dirty)
+	cs := int64(0)
+	if s, ok := old.(ChunkSizer); ok {
+		cs = s.NewChunkSize()
+	}
+	if cs <= 0 {
+		return fmt.Errorf("%w: container has no chunk size for rewriting", ErrUnsupported)
+	}
+	oldN := old.NumChunks()
+	buf := make([]byte, cs)
+	for off, i := int64(0), 0; off < size; off, i = off+cs, i+1 {
+		n := min(cs, size-off)
+		if i < oldN && old.ChunkOffset(i) == off && old.ChunkOffset(i+1) == off+n && !touches(dirty, off, n) {
+			if err := sink.CopyChunk(i); err != nil {
+				return err
+			}
+			continue
+		}
+		b := buf[:n]
+		if err := readFull(content, b, off); err != nil {
+			return err
+		}
+		if err := sink.AddChunk(b); err != nil {
+			return err
+		}
+	}
+	return sink.Close()
+}
+
+// coalesce sorts ranges and merges overlapping or adjacent ones.
+func coalesce(rs []Range) []Range {
+	out := make([]Range, 0, len(rs))
+	for _, r := range rs {
+		if r.Len > 0 {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Range) int { return cmp.Compare(a.Off, b.Off) })
+	merged := out[:0]
+	for _, r := range out {
+		if k := len(merged) - 1; k >= 0 && r.Off <= merged[k].Off+merged[k].Len {
+			merged[k].Len = max(merged[k].Off+merged[k].Len, r.Off+r.Len) - merged[k].Off
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged
+}
+
+// touches reports whether any of the coalesced ranges overlaps [off, off+n).
+func touches(rs []Range, off, n int64) bool {
+	// The first range ending after off is the only candidate.
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].Off+rs[i].Len > off })
+	return i < len(rs) && rs[i].Off < off+n
+}
+
+// readFull reads len(b) bytes at off, zero-filling past the end of r.
+func readFull(r io.ReaderAt, b []byte, off int64) error {
+	n, err := r.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == io.EOF {
+		clear(b[n:])
+		return nil
+	}
+	if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
