@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/bloscfs/bloscfs/pack/all"
+)
+
+// unpackCache holds decoded blocks while unpacking; a .b2nd's C-order
+// view revisits blocks, so it needs room for a slab of chunks.
+const unpackCache = 256 << 20
+
+// defaultUnpackName drops the container suffix; a .b2nd becomes .npy.
+func defaultUnpackName(in string) string {
+	in = strings.TrimRight(in, "/")
+	for _, s := range []string{".blp", ".b2frame", ".b2f", ".b2", ".blosc"} {
+		if strings.HasSuffix(in, s) && len(in) > len(s) {
+			return strings.TrimSuffix(in, s)
+		}
+	}
+	if strings.HasSuffix(in, ".b2nd") {
+		return strings.TrimSuffix(in, ".b2nd") + ".npy"
+	}
+	return in + ".out"
+}
+
+func cmdUnpack(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("unpack", stderr)
+	force := fs.Bool("f", false, "overwrite OUT")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		return fmt.Errorf("%w: unpack IN [OUT|-]", errUsage)
+	}
+	in, out := pos[0], ""
+	if len(pos) > 1 {
+		out = pos[1]
+	}
+	v, err := all.OpenView(in, newUnpackCache())
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	if out == "-" {
+		if _, err := v.WriteTo(stdout); err != nil {
+			return fmt.Errorf("%s: %w", in, err)
+		}
+		return nil
+	}
+	if out == "" {
+		out = defaultUnpackName(in)
+	}
+	perm := os.FileMode(0o644)
+	if st, err := os.Stat(in); err == nil {
+		perm = st.Mode().Perm() &^ 0o111 // a sparse frame directory's x bits
+	}
+	dst, err := createAtomic(out, *force, perm)
+	if err != nil {
+		return err
+	}
+	defer dst.Abort()
+	pb := newBar(stderr, v.Size, "unpack "+filepath.Base(in))
+	if _, err := v.WriteToProgress(dst, pb.Add); err != nil {
+		return fmt.Errorf("%s: %w", in, err)
+	}
+	pb.Finish()
+	if err := dst.Commit(); err != nil {
+		return fmt.Errorf("%s: %w", out, err)
+	}
+	return nil
+}
