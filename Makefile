@@ -11,9 +11,11 @@ FUZZ_TARGETS := \
 	./blosc:FuzzDecode \
 	./blosc/blosclz:FuzzDecompress \
 	./blosc/blosclz:FuzzRoundTrip \
-	./shuffle:FuzzShuffleRoundTrip
+	./shuffle:FuzzShuffleRoundTrip \
+	./pack/bloscpack:FuzzOpen \
+	./pack/frame:FuzzOpenFrame
 
-.PHONY: all build deps test unit race purego fuzz fuzz-long vet fmt-check bench run clean
+.PHONY: all build deps test unit race purego fuzz fuzz-long vet fmt-check bench bench-mount run stop clean
 
 all: build
 
@@ -61,7 +63,7 @@ fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s $$pkg; \
 	done
 
 fuzz-long:
@@ -70,12 +72,31 @@ fuzz-long:
 test: deps fmt-check vet race purego fuzz
 	@echo "make test: all passed"
 
-bench:
-	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/...
+# bench runs the codec, shuffle and container benchmarks, then the mount
+# benchmark (root; BLOSCFS_BENCH_SIZE MiB files, 1024 by default).
+bench: bench-mount
+	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/... ./pack/...
 
-run:
-	@echo "bloscfs mount is not built yet (see README.md, 'Status')."; \
-	echo "What works today: the chunk codec; try 'make test' or 'make bench'."
+bench-mount:
+	$(GO) test -run='^$$' -bench=BenchmarkMount -benchtime=1x -timeout=30m ./fs/
+
+# run mounts the bundled examples at ./mnt (see README.md); make stop
+# unmounts it.
+MNT ?= mnt
+run: build
+	@mkdir -p $(MNT)
+	@if grep -qs " $$(realpath $(MNT)) " /proc/mounts; then bin/bloscfs unmount $(MNT); fi
+	bin/bloscfs mount --log bloscfs.log examples $(MNT)
+	@echo; echo "examples/ is mounted at $(MNT)/ (log: bloscfs.log). Try:"; \
+	echo "  ls -l $(MNT) examples        # sizes: plain in the mount, compressed on disk"; \
+	echo "  head $(MNT)/server-log       # a Bloscpack file read as text"; \
+	echo "  /usr/bin/python3 -c 'import os; print({a: os.getxattr(\"$(MNT)/temperatures\", a).decode() for a in os.listxattr(\"$(MNT)/temperatures\")})'"; \
+	echo "  /usr/bin/python3 -c 'import numpy as np; a = np.load(\"$(MNT)/grid.npy\", mmap_mode=\"r\"); print(a.shape, a[100, :5])'"; \
+	echo "  /usr/bin/python3 -c 'import numpy as np; print(np.fromfile(\"$(MNT)/temperatures\", dtype=\"<f8\", count=5, offset=8*1000))'"; \
+	echo "Unmount with: make stop   (or: bin/bloscfs unmount $(MNT))"
+
+stop:
+	bin/bloscfs unmount $(MNT)
 
 clean:
-	rm -rf bin
+	rm -rf bin bloscfs.log

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Regenerates the example files of this directory with bloscfs's own pack
+# (run from the repository root: examples/make-examples.sh). Needs
+# Debian's python3-numpy for the array inputs.
+set -euo pipefail
+cd "$(dirname "$0")"
+bin=../bin/bloscfs
+[ -x "$bin" ] || (cd .. && make build)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# A server log, stored as Bloscpack with bloscpack's defaults.
+awk 'BEGIN { srand(7); for (i = 0; i < 30000; i++)
+  printf "2026-11-22T%02d:%02d:%02d.%03dZ %s worker-%d request %d took %d ms\n",
+    int(i/3600)%24, int(i/60)%60, i%60, (i*37)%1000, (rand() < 0.05 ? "WARN" : "INFO"), i%8, i, 3+int(rand()*200) }' > "$tmp/server-log"
+"$bin" pack -f --format blp --typesize 1 "$tmp/server-log" server-log.blp
+
+# A float64 temperature series and a 2-D grid, as python-blosc2 would
+# store them: a Blosc2 frame (zstd, shuffle) and a .b2nd array.
+/usr/bin/python3 - "$tmp" <<'PY'
+import numpy as np, sys
+t = np.arange(250_000)
+temps = (15 + 8 * np.sin(t * 2 * np.pi / 86_400 * 60) + np.random.default_rng(7).normal(0, 0.3, t.size)).round(2)
+temps.astype('<f8').tofile(sys.argv[1] + '/temperatures')
+y, x = np.mgrid[0:400, 0:300]
+np.save(sys.argv[1] + '/grid.npy', (np.sin(x / 17.0) * np.cos(y / 23.0) * 100).round(3).astype('<f8'))
+PY
+"$bin" pack -f --codec zstd --typesize 8 --chunk-size 512KiB "$tmp/temperatures" temperatures.b2frame
+"$bin" pack -f --codec lz4 "$tmp/grid.npy" grid.b2nd
+ls -l

@@ -1,0 +1,415 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/all"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// probeKey identifies one version of a disk entry.
+type probeKey struct {
+	path         string
+	ino          uint64
+	size, mtimeN int64
+}
+
+// probe is what opening a candidate container found.
+type probe struct {
+	ok   bool
+	size int64 // size of the view
+	info pack.Info
+	npy  bool
+}
+
+// probe opens path once per version (inode, size, mtime) and caches
+// whether it is a readable container. A failure is logged once: the file
+// is then shown raw under its own name.
+func (f *FS) probe(path string, st *syscall.Stat_t) *probe {
+	kst := *st
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// A sparse frame changes through its chunks.b2frame.
+		if err := syscall.Stat(filepath.Join(path, "chunks.b2frame"), &kst); err != nil {
+			return &probe{}
+		}
+	}
+	key := probeKey{path, kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec}
+	if p, ok := f.probes.Get(key); ok {
+		return p
+	}
+	p := &probe{}
+	v, err := all.OpenView(path, pack.NoCache{})
+	if err != nil {
+		f.warnOnce("%s: shown raw: %v", path, err)
+	} else {
+		p.ok, p.size, p.info, p.npy = true, v.Size, v.Container.Info(), v.NPY
+		v.Close()
+	}
+	f.probes.Add(key, p)
+	return p
+}
+
+// fillAttr sets attributes for a compressed file: times, owner and
+// permissions of the source, its plain size, type regular file.
+func fillAttr(a *fuse.Attr, st *syscall.Stat_t, p *probe) {
+	a.FromStat(st)
+	perm := st.Mode & 07777
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		perm &^= 0111 // a sparse frame directory is shown as a file
+		a.Nlink = 1
+	}
+	a.Mode = syscall.S_IFREG | perm
+	a.Size = uint64(p.size)
+}
+
+// blobNode is a compressed file shown decompressed.
+type blobNode struct {
+	gofs.Inode
+	fs *FS
+
+	mu     sync.Mutex
+	disk   string // name in the parent directory on disk
+	sparse bool   // a sparse frame directory
+	view   *all.View
+	refs   int
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*blobNode)(nil))
+	_ = (gofs.NodeOpener)((*blobNode)(nil))
+	_ = (gofs.NodeSetattrer)((*blobNode)(nil))
+	_ = (gofs.NodeGetxattrer)((*blobNode)(nil))
+	_ = (gofs.NodeListxattrer)((*blobNode)(nil))
+	_ = (gofs.NodeStatfser)((*blobNode)(nil))
+)
+
+func (n *blobNode) setDisk(disk string, sparse bool) {
+	n.mu.Lock()
+	n.disk, n.sparse = disk, sparse
+	n.mu.Unlock()
+}
+
+// diskPath returns the source path of the container, "" if the node has
+// left the tree.
+func (n *blobNode) diskPath() (string, bool) {
+	_, parent := n.Parent()
+	if parent == nil {
+		return "", false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return filepath.Join(n.fs.diskPath(parent), n.disk), n.sparse
+}
+
+func (n *blobNode) stat() (string, *syscall.Stat_t, *probe, syscall.Errno) {
+	p, _ := n.diskPath()
+	if p == "" {
+		return "", nil, nil, syscall.ENOENT
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		return "", nil, nil, gofs.ToErrno(err)
+	}
+	return p, &st, n.fs.probe(p, &st), 0
+}
+
+// Getattr reports the source's metadata with the plain size.
+func (n *blobNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	_, st, pr, errno := n.stat()
+	if errno != 0 {
+		return errno
+	}
+	if !pr.ok {
+		// The file no longer parses (replaced under the mount): show its
+		// raw size until the kernel looks it up again.
+		out.FromStat(st)
+		return 0
+	}
+	fillAttr(&out.Attr, st, pr)
+	out.SetTimeout(n.fs.opts.CompressedTimeout)
+	return 0
+}
+
+// Setattr changes mode, owner and times on the source. Changing the size
+// needs the write path, which this mount does not have yet.
+func (n *blobNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if n.fs.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	p, _ := n.diskPath()
+	if p == "" {
+		return syscall.ENOENT
+	}
+	if _, ok := in.GetSize(); ok {
+		return syscall.EROFS
+	}
+	if m, ok := in.GetMode(); ok {
+		if err := syscall.Chmod(p, m&07777); err != nil {
+			return gofs.ToErrno(err)
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		if err := syscall.Lchown(p, u, g); err != nil {
+			return gofs.ToErrno(err)
+		}
+	}
+	atime, aok := in.GetATime()
+	mtime, mok := in.GetMTime()
+	if aok || mok {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		if aok {
+			ts[0] = unix.NsecToTimespec(atime.UnixNano())
+		}
+		if mok {
+			ts[1] = unix.NsecToTimespec(mtime.UnixNano())
+		}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return gofs.ToErrno(err)
+		}
+	}
+	return n.Getattr(ctx, fh, out)
+}
+
+// Statfs reports the source filesystem.
+func (n *blobNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	var s syscall.Statfs_t
+	if err := syscall.Statfs(n.fs.source, &s); err != nil {
+		return gofs.ToErrno(err)
+	}
+	out.FromStatfsT(&s)
+	return 0
+}
+
+// Open returns a read handle. Writing compressed files is not supported
+// by this mount yet: opening for writing gives EROFS.
+func (n *blobNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0 || flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		return nil, 0, syscall.EROFS
+	}
+	v, errno := n.acquire()
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return &blobHandle{n: n, v: v, readAhead: n.fs.opts.ReadAhead}, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// acquire opens the view for a handle, sharing it among handles.
+func (n *blobNode) acquire() (*all.View, syscall.Errno) {
+	p, _ := n.diskPath()
+	if p == "" {
+		return nil, syscall.ENOENT
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.view == nil {
+		v, err := all.OpenView(p, n.fs.cache)
+		if err != nil {
+			n.fs.warnOnce("%s: %v", p, err)
+			return nil, syscall.EIO
+		}
+		n.view = v
+	}
+	n.refs++
+	return n.view, 0
+}
+
+func (n *blobNode) release() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.refs--; n.refs == 0 && n.view != nil {
+		n.view.Close()
+		n.view = nil
+	}
+}
+
+// xattrPrefix names bloscfs's own extended attributes.
+const xattrPrefix = "user.bloscfs."
+
+// xattrs returns the user.bloscfs.* attributes that describe how a file
+// is stored.
+func xattrs(p *probe) map[string]string {
+	in := p.info
+	m := map[string]string{
+		"format":          in.Format,
+		"codec":           in.Codec,
+		"typesize":        strconv.Itoa(in.Typesize),
+		"chunksize":       strconv.FormatInt(in.ChunkSize, 10),
+		"blocksize":       strconv.Itoa(in.Blocksize),
+		"chunks":          strconv.Itoa(in.Chunks),
+		"compressed_size": strconv.FormatInt(in.StoredSize, 10),
+		"size":            strconv.FormatInt(in.Size, 10),
+		"filters":         filterString(in.Filters, in.FiltersMeta),
+	}
+	if in.Clevel >= 0 {
+		m["clevel"] = strconv.Itoa(in.Clevel)
+	}
+	if in.StoredSize > 0 {
+		m["ratio"] = strconv.FormatFloat(float64(in.Size)/float64(in.StoredSize), 'f', 3, 64)
+	}
+	if in.Checksum != "" {
+		m["checksum"] = in.Checksum
+	}
+	return m
+}
+
+var filterNames = map[uint8]string{
+	blosc.FilterShuffle: "shuffle", blosc.FilterBitShuffle: "bitshuffle", blosc.FilterDelta: "delta",
+	blosc.FilterTruncPrec: "truncprec", blosc.FilterByteDelta: "bytedelta", blosc.FilterByteDeltaOld: "bytedelta-old",
+}
+
+func filterString(f, meta [6]uint8) string {
+	var parts []string
+	for i, id := range f {
+		if id == 0 {
+			continue
+		}
+		name := filterNames[id]
+		if name == "" {
+			name = fmt.Sprintf("filter-%d", id)
+		}
+		if id == blosc.FilterTruncPrec {
+			name += ":" + strconv.Itoa(int(int8(meta[i])))
+		}
+		parts = append(parts, name)
+	}
+	if parts == nil {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
+// Getxattr returns a user.bloscfs.* attribute, or the source's.
+func (n *blobNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	p, _, pr, errno := n.stat()
+	if errno != 0 {
+		return 0, errno
+	}
+	if name, ok := strings.CutPrefix(attr, xattrPrefix); ok {
+		v, ok := xattrs(pr)[name]
+		if !ok || !pr.ok {
+			return 0, syscall.ENODATA
+		}
+		if len(dest) < len(v) {
+			return uint32(len(v)), syscall.ERANGE
+		}
+		return uint32(copy(dest, v)), 0
+	}
+	sz, err := unix.Lgetxattr(p, attr, dest)
+	return uint32(sz), gofs.ToErrno(err)
+}
+
+// Listxattr lists the user.bloscfs.* attributes and the source's.
+func (n *blobNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	p, _, pr, errno := n.stat()
+	if errno != 0 {
+		return 0, errno
+	}
+	var buf []byte
+	if pr.ok {
+		for name := range xattrs(pr) {
+			buf = append(append(buf, xattrPrefix+name...), 0)
+		}
+	}
+	if sz, err := unix.Llistxattr(p, nil); err == nil && sz > 0 {
+		own := make([]byte, sz)
+		if sz, err = unix.Llistxattr(p, own); err == nil {
+			buf = append(buf, own[:sz]...)
+		}
+	}
+	if len(dest) < len(buf) {
+		return uint32(len(buf)), syscall.ERANGE
+	}
+	return uint32(copy(dest, buf)), 0
+}
+
+// blobHandle reads the plain view of an open compressed file.
+type blobHandle struct {
+	n         *blobNode
+	v         *all.View
+	readAhead int64
+	next      atomic.Int64 // end of the last read: a read starting there is sequential
+	ahead     atomic.Bool  // a read-ahead is running
+	aheadWG   sync.WaitGroup
+	closed    atomic.Bool
+}
+
+var (
+	_ = (gofs.FileReader)((*blobHandle)(nil))
+	_ = (gofs.FileReleaser)((*blobHandle)(nil))
+	_ = (gofs.FileGetattrer)((*blobHandle)(nil))
+)
+
+// Read serves a READ from the decoded view. Corrupt data gives EIO and
+// one log line naming the file and chunk.
+func (h *blobHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= h.v.Size {
+		return fuse.ReadResultData(nil), 0
+	}
+	n, err := h.v.ReadAt(dest[:min(int64(len(dest)), h.v.Size-off)], off)
+	if err != nil && err != io.EOF {
+		h.n.fs.warnOnce("read error: %v", err)
+		return nil, syscall.EIO
+	}
+	end := off + int64(n)
+	if h.next.Swap(end) == off && off > 0 {
+		h.readAheadFrom(end)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// readAheadFrom decodes the bytes after a sequential read in the
+// background, so that the next READs find their blocks in the cache. One
+// read-ahead runs at a time per handle; what it decodes is bounded by the
+// cache.
+func (h *blobHandle) readAheadFrom(off int64) {
+	if h.readAhead <= 0 || off >= h.v.Size || !h.ahead.CompareAndSwap(false, true) {
+		return
+	}
+	h.aheadWG.Add(1)
+	go func() {
+		defer h.aheadWG.Done()
+		defer h.ahead.Store(false)
+		bp := aheadBufs.Get().(*[]byte)
+		defer aheadBufs.Put(bp)
+		for pos := off; pos < min(off+h.readAhead, h.v.Size) && !h.closed.Load(); pos += int64(len(*bp)) {
+			h.v.ReadAt(*bp, pos) // errors surface on the real read
+		}
+	}()
+}
+
+var aheadBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// Getattr reports the node's attributes.
+func (h *blobHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	return h.n.Getattr(ctx, nil, out)
+}
+
+// Release drops the handle's share of the open view.
+func (h *blobHandle) Release(ctx context.Context) syscall.Errno {
+	if !h.closed.Swap(true) {
+		h.aheadWG.Wait() // a running read-ahead still uses the view
+		h.n.release()
+	}
+	return 0
+}

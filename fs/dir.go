@@ -1,0 +1,322 @@
+package fs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// dirNode is a directory: a loopback node whose children are named by
+// mapNames.
+type dirNode struct {
+	gofs.LoopbackNode
+	fs *FS
+}
+
+// plainNode is a file, symlink or special file that passes through.
+type plainNode struct {
+	gofs.LoopbackNode
+	fs *FS
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*dirNode)(nil))
+	_ = (gofs.NodeOpendirHandler)((*dirNode)(nil))
+	_ = (gofs.NodeUnlinker)((*dirNode)(nil))
+	_ = (gofs.NodeRenamer)((*dirNode)(nil))
+	_ = (gofs.NodeCreater)((*dirNode)(nil))
+)
+
+func (d *dirNode) path() string { return d.fs.diskPath(&d.Inode) }
+
+// diskEntryAt describes one existing disk entry for mapNames.
+func (d *dirNode) diskEntryAt(dir, name string, st *syscall.Stat_t) diskEntry {
+	isDir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	p := filepath.Join(dir, name)
+	return diskEntry{name: name, dir: isDir, container: func() bool {
+		switch st.Mode & syscall.S_IFMT {
+		case syscall.S_IFREG, syscall.S_IFDIR:
+			return d.fs.probe(p, st).ok
+		}
+		return false // a symlink named x.blp stays a symlink
+	}}
+}
+
+// resolve finds the view entry called name, looking only at the disk
+// entries that could be it.
+func (d *dirNode) resolve(name string) (*entry, syscall.Errno) {
+	dir := d.path()
+	var ents []diskEntry
+	for _, c := range diskCandidates(name) {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(dir, c), &st); err != nil {
+			continue
+		}
+		ents = append(ents, d.diskEntryAt(dir, c, &st))
+	}
+	for _, e := range mapNames(ents) {
+		if e.view == name {
+			return &e, 0
+		}
+	}
+	return nil, syscall.ENOENT
+}
+
+// Lookup finds a child by its view name.
+func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	e, errno := d.resolve(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	if !e.compressed {
+		return d.LoopbackNode.Lookup(ctx, e.disk, out)
+	}
+	p := filepath.Join(d.path(), e.disk)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		return nil, gofs.ToErrno(err)
+	}
+	pr := d.fs.probe(p, &st)
+	if !pr.ok {
+		return d.LoopbackNode.Lookup(ctx, e.disk, out)
+	}
+	n := &blobNode{fs: d.fs, disk: e.disk, sparse: e.dir}
+	id := d.fs.idFromStat(&st)
+	id.Mode = syscall.S_IFREG
+	child := d.NewInode(ctx, n, id)
+	if bn, ok := child.Operations().(*blobNode); ok && bn != n {
+		bn.setDisk(e.disk, e.dir) // an existing node: the name may have changed
+	}
+	fillAttr(&out.Attr, &st, pr)
+	out.SetEntryTimeout(d.fs.opts.CompressedTimeout)
+	out.SetAttrTimeout(d.fs.opts.CompressedTimeout)
+	return child, 0
+}
+
+// OpendirHandle lists the directory with mapped names.
+func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	dir := d.path()
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, 0, gofs.ToErrno(err)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, 0, gofs.ToErrno(err)
+	}
+	var ents []diskEntry
+	stats := map[string]*syscall.Stat_t{}
+	for _, name := range names {
+		st := new(syscall.Stat_t)
+		if err := syscall.Lstat(filepath.Join(dir, name), st); err != nil {
+			continue // vanished meanwhile
+		}
+		stats[name] = st
+		ents = append(ents, d.diskEntryAt(dir, name, st))
+	}
+	list := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
+	for _, e := range mapNames(ents) {
+		st := stats[e.disk]
+		mode := st.Mode & syscall.S_IFMT
+		if e.compressed {
+			mode = syscall.S_IFREG
+		}
+		list = append(list, fuse.DirEntry{Name: e.view, Mode: mode, Ino: d.fs.idFromStat(st).Ino})
+	}
+	for i := range list {
+		list[i].Off = uint64(i + 1)
+	}
+	return &listHandle{ents: list}, 0, 0
+}
+
+// listHandle serves a directory listing made at opendir.
+type listHandle struct {
+	mu   sync.Mutex
+	ents []fuse.DirEntry
+	pos  int
+}
+
+var (
+	_ = (gofs.FileReaddirenter)((*listHandle)(nil))
+	_ = (gofs.FileSeekdirer)((*listHandle)(nil))
+)
+
+// Readdirent returns the next entry, or nil at the end.
+func (h *listHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pos >= len(h.ents) {
+		return nil, 0
+	}
+	e := h.ents[h.pos]
+	h.pos++
+	return &e, 0
+}
+
+// Seekdir moves to the entry after offset off.
+func (h *listHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pos = int(min(off, uint64(len(h.ents))))
+	return 0
+}
+
+// removeDisk removes a disk entry: a sparse frame directory entirely.
+func removeDisk(p string, sparse bool) error {
+	if sparse {
+		return os.RemoveAll(p)
+	}
+	return syscall.Unlink(p)
+}
+
+// Unlink removes a child by its view name.
+func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	if d.fs.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	e, errno := d.resolve(name)
+	if errno != 0 {
+		return errno
+	}
+	if e.dir && !e.compressed {
+		return syscall.EISDIR
+	}
+	return gofs.ToErrno(removeDisk(filepath.Join(d.path(), e.disk), e.compressed && e.dir))
+}
+
+// Rename moves a child. A compressed file keeps its container suffix on
+// disk (x.blp renamed to y is stored as y.blp and shown as y); whatever
+// the new view name showed before is replaced.
+func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if d.fs.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	np, ok := newParent.(*dirNode)
+	if !ok {
+		return syscall.EXDEV
+	}
+	src, errno := d.resolve(name)
+	if errno != 0 {
+		return errno
+	}
+	newDisk := newName
+	if src.compressed && src.view != src.disk {
+		// The view name is the stem: put the suffix back.
+		suffix := src.disk[len(src.disk)-(len(src.disk)-len(stemOf(src.disk))):]
+		newDisk = stemFor(newName, src.disk) + suffix
+	}
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		if newDisk != newName {
+			return syscall.EINVAL
+		}
+		return d.LoopbackNode.Rename(ctx, src.disk, newParent, newName, flags)
+	}
+	if dst, errno := np.resolve(newName); errno == 0 {
+		if flags&unix.RENAME_NOREPLACE != 0 {
+			return syscall.EEXIST
+		}
+		if dst.disk != newDisk {
+			// What the view showed under newName lives under another
+			// disk name: remove it, as a rename over it would.
+			if dst.dir && !dst.compressed {
+				return syscall.EISDIR
+			}
+			if err := removeDisk(filepath.Join(np.path(), dst.disk), dst.compressed && dst.dir); err != nil {
+				return gofs.ToErrno(err)
+			}
+		}
+	}
+	if err := os.Rename(filepath.Join(d.path(), src.disk), filepath.Join(np.path(), newDisk)); err != nil {
+		return gofs.ToErrno(err)
+	}
+	return 0
+}
+
+// Create makes a new plain file. A name that the view shows as a
+// compressed file, or that is hidden behind one (x.blp shown as x), is
+// refused rather than truncated.
+func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	if d.fs.opts.ReadOnly {
+		return nil, nil, 0, syscall.EROFS
+	}
+	if errno := d.checkNewName(name); errno != 0 {
+		if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+			// Opening an existing compressed file for writing.
+			return nil, nil, 0, syscall.EROFS
+		}
+		return nil, nil, 0, errno
+	}
+	return d.LoopbackNode.Create(ctx, name, flags, mode, out)
+}
+
+// checkNewName reports EEXIST when name is taken in the view or on disk.
+func (d *dirNode) checkNewName(name string) syscall.Errno {
+	if hiddenName(name) {
+		return syscall.EPERM
+	}
+	if e, errno := d.resolve(name); errno == 0 {
+		if e.compressed {
+			return syscall.EEXIST
+		}
+		return 0 // a plain entry: the loopback call decides
+	}
+	var st syscall.Stat_t
+	if syscall.Lstat(filepath.Join(d.path(), name), &st) == nil {
+		return syscall.EEXIST // hidden behind a compressed view name
+	}
+	return 0
+}
+
+// Mkdir refuses names taken by compressed files.
+func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if errno := d.checkNewName(name); errno != 0 {
+		return nil, errno
+	}
+	return d.LoopbackNode.Mkdir(ctx, name, mode, out)
+}
+
+// Symlink refuses names taken by compressed files.
+func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if errno := d.checkNewName(name); errno != 0 {
+		return nil, errno
+	}
+	return d.LoopbackNode.Symlink(ctx, target, name, out)
+}
+
+// Mknod refuses names taken by compressed files.
+func (d *dirNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if errno := d.checkNewName(name); errno != 0 {
+		return nil, errno
+	}
+	return d.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+}
+
+// Link makes a hard link; a compressed file is linked under its disk
+// name with its suffix.
+func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if errno := d.checkNewName(name); errno != 0 {
+		return nil, errno
+	}
+	if bn, ok := target.(*blobNode); ok {
+		src, sparse := bn.diskPath()
+		if src == "" {
+			return nil, syscall.ENOENT
+		}
+		if sparse {
+			return nil, syscall.EPERM // directories cannot be hard-linked
+		}
+		disk := stemFor(name, filepath.Base(src)) + filepath.Base(src)[len(stemOf(filepath.Base(src))):]
+		if err := os.Link(src, filepath.Join(d.path(), disk)); err != nil {
+			return nil, gofs.ToErrno(err)
+		}
+		return d.Lookup(ctx, name, out)
+	}
+	return d.LoopbackNode.Link(ctx, target, name, out)
+}

@@ -1,0 +1,217 @@
+// Package fs is the go-fuse node tree of a bloscfs mount: a loopback of
+// the source directory in which every Blosc container (Bloscpack, Blosc2
+// frame, sparse frame, .b2nd array, bare chunk) is shown as the plain
+// bytes it holds.
+//
+// Directories and plain files are go-fuse loopback nodes: their names,
+// contents and metadata pass through. A directory node maps names (see
+// mapNames): x.blp is shown as x, x.b2nd as x.npy, a sparse frame
+// directory as a file. A compressed file is a blobNode whose reads go
+// through pack's random-access readers and a shared cache of decoded
+// blocks. This package is a thin adapter: it turns pack's errors into
+// errno values (corrupt data → EIO, with one log line naming file and
+// chunk) and knows nothing of codecs.
+package fs
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bloscfs/bloscfs/cache"
+	"github.com/bloscfs/bloscfs/pack"
+	_ "github.com/bloscfs/bloscfs/pack/all" // every container format
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// Options configure a mount.
+type Options struct {
+	// CacheSize bounds the decoded-block cache shared by all files.
+	CacheSize int64
+	// ReadOnly refuses every change (mount option ro).
+	ReadOnly bool
+	// AllowOther lets other users in (with default_permissions).
+	AllowOther bool
+	// AttrTimeout is how long the kernel caches attributes and names of
+	// plain files and directories; compressed files are cached longer
+	// (CompressedTimeout) since they change only through the mount.
+	AttrTimeout       time.Duration
+	CompressedTimeout time.Duration
+	// ReadAhead is how many bytes past a sequential read are decoded in
+	// the background.
+	ReadAhead int64
+	// Debug logs every FUSE request.
+	Debug bool
+	// Logger receives warnings (files that fail to parse, corrupt chunks).
+	Logger *log.Logger
+	// FsName is shown as the mount's source in /proc/mounts.
+	FsName string
+	// ExtraOptions are passed to the kernel as mount options.
+	ExtraOptions []string
+}
+
+// DefaultOptions returns the options of a default mount.
+func DefaultOptions() Options {
+	return Options{
+		CacheSize:         512 << 20,
+		AttrTimeout:       time.Second,
+		CompressedTimeout: time.Hour,
+		ReadAhead:         4 << 20,
+		Logger:            log.New(os.Stderr, "bloscfs: ", log.LstdFlags),
+	}
+}
+
+// FS is the state shared by the nodes of one mount.
+type FS struct {
+	opts   Options
+	source string
+	root   *gofs.LoopbackRoot
+	cache  *cache.Cache[pack.BlockKey]
+	probes *lru.Cache[probeKey, *probe]
+	warned sync.Map // messages already logged
+}
+
+// BlockKey is re-exported for tests.
+type BlockKey = pack.BlockKey
+
+// New returns the root node of a view of source.
+func New(source string, opts Options) (gofs.InodeEmbedder, *FS, error) {
+	abs, err := filepath.Abs(source)
+	if err != nil {
+		return nil, nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(abs, &st); err != nil {
+		return nil, nil, fmt.Errorf("source %s: %w", abs, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, nil, fmt.Errorf("source %s: not a directory", abs)
+	}
+	if opts.Logger == nil {
+		opts.Logger = log.New(os.Stderr, "bloscfs: ", log.LstdFlags)
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = DefaultOptions().CacheSize
+	}
+	f := &FS{opts: opts, source: abs, cache: cache.New[pack.BlockKey](opts.CacheSize)}
+	f.probes, _ = lru.New[probeKey, *probe](1 << 16)
+	f.root = &gofs.LoopbackRoot{Path: abs, Dev: uint64(st.Dev)}
+	f.root.NewNode = f.newNode
+	rootNode := f.newNode(f.root, nil, "", &st)
+	f.root.RootNode = rootNode
+	return rootNode, f, nil
+}
+
+// Cache returns the decoded-block cache (for statistics).
+func (f *FS) Cache() *cache.Cache[pack.BlockKey] { return f.cache }
+
+// newNode makes the node for a loopback child: directories map names,
+// other entries pass through.
+func (f *FS) newNode(root *gofs.LoopbackRoot, _ *gofs.Inode, _ string, st *syscall.Stat_t) gofs.InodeEmbedder {
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return &dirNode{LoopbackNode: gofs.LoopbackNode{RootData: root}, fs: f}
+	}
+	return &plainNode{LoopbackNode: gofs.LoopbackNode{RootData: root}, fs: f}
+}
+
+// warnOnce logs a message the first time it is seen.
+func (f *FS) warnOnce(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if _, seen := f.warned.LoadOrStore(msg, true); !seen {
+		f.opts.Logger.Print(msg)
+	}
+}
+
+// diskPath returns the source path of a node of the tree (directories and
+// plain files have the same name on disk and in the view).
+func (f *FS) diskPath(n *gofs.Inode) string {
+	return filepath.Join(f.source, n.Path(nil))
+}
+
+// idFromStat composes an inode number as go-fuse's loopback does, so that
+// loopback nodes and ours agree.
+func (f *FS) idFromStat(st *syscall.Stat_t) gofs.StableAttr {
+	swapped := (uint64(st.Dev) << 32) | (uint64(st.Dev) >> 32)
+	swappedRootDev := (f.root.Dev << 32) | (f.root.Dev >> 32)
+	return gofs.StableAttr{Mode: uint32(st.Mode) & syscall.S_IFMT, Ino: (swapped ^ swappedRootDev) ^ st.Ino}
+}
+
+// Mount serves a view of source at mountpoint and returns once the mount
+// is ready. The caller waits on the server and unmounts it.
+func Mount(source, mountpoint string, opts Options) (*fuse.Server, *FS, error) {
+	root, f, err := New(source, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkMountpoint(mountpoint, f.source); err != nil {
+		return nil, nil, err
+	}
+	attr := opts.AttrTimeout
+	neg := time.Duration(0)
+	mo := fuse.MountOptions{
+		FsName:        opts.FsName,
+		Name:          "bloscfs",
+		MaxWrite:      1 << 20, // 1 MiB READs (with read_ahead_kb raised below)
+		DisableSplice: true,    // a 1 MiB reply does not fit the default pipe
+		MaxBackground: 64,
+		AllowOther:    opts.AllowOther,
+		DirectMount:   true,
+		Debug:         opts.Debug,
+		Logger:        opts.Logger,
+		Options:       append([]string(nil), opts.ExtraOptions...),
+	}
+	if mo.FsName == "" {
+		mo.FsName = f.source
+	}
+	if opts.AllowOther {
+		mo.Options = append(mo.Options, "default_permissions")
+	}
+	if opts.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+	}
+	server, err := gofs.Mount(mountpoint, root, &gofs.Options{
+		MountOptions:    mo,
+		AttrTimeout:     &attr,
+		EntryTimeout:    &attr,
+		NegativeTimeout: &neg,
+		Logger:          opts.Logger,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	raiseReadahead(mountpoint, opts.Logger)
+	return server, f, nil
+}
+
+// checkMountpoint refuses a mountpoint that is already a mount, or that
+// lies inside the source (the daemon must never serve its own mount).
+func checkMountpoint(mnt, source string) error {
+	abs, err := filepath.Abs(mnt)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return fmt.Errorf("mountpoint %s: %w", abs, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("mountpoint %s: not a directory", abs)
+	}
+	if rel, err := filepath.Rel(source, abs); err == nil && rel != ".." && !startsWithDotDot(rel) {
+		return fmt.Errorf("mountpoint %s is inside the source %s", abs, source)
+	}
+	if mounted, err := isMountpoint(abs); err == nil && mounted {
+		return fmt.Errorf("mountpoint %s is busy: something is already mounted there (bloscfs unmount %s)", abs, abs)
+	}
+	return nil
+}
+
+func startsWithDotDot(rel string) bool {
+	return len(rel) >= 3 && rel[:3] == ".."+string(filepath.Separator)
+}

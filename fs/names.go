@@ -1,0 +1,147 @@
+package fs
+
+import (
+	"sort"
+	"strings"
+)
+
+// containerSuffixes are the disk suffixes that name a container, with
+// the suffix the file gets in the view (.b2nd arrays become .npy files).
+var containerSuffixes = []struct{ disk, view string }{
+	{".b2frame", ""}, {".b2f", ""}, {".b2", ""}, {".blp", ""}, {".blosc", ""}, {".b2nd", ".npy"},
+}
+
+// TempPrefix starts the names of files bloscfs writes beside the
+// originals (staging and recompression); they never appear in the view.
+const TempPrefix = ".bloscfs-"
+
+// hiddenName reports whether a disk name is kept out of the view.
+func hiddenName(name string) bool { return strings.HasPrefix(name, TempPrefix) }
+
+// stemView returns the name a compressed disk entry is shown under when
+// nothing collides with it, and whether the name has a container suffix.
+func stemView(disk string) (string, bool) {
+	for _, s := range containerSuffixes {
+		if strings.HasSuffix(disk, s.disk) && len(disk) > len(s.disk) {
+			return strings.TrimSuffix(disk, s.disk) + s.view, true
+		}
+	}
+	return "", false
+}
+
+// diskCandidates returns every disk name whose view could be name: the
+// name itself and name with each container suffix, plus, when name is a
+// stem view, the disk names that would collide with it. Resolving name
+// over just these entries gives the same answer as over the whole
+// directory.
+func diskCandidates(name string) []string {
+	out := []string{name}
+	add := func(stem string) {
+		for _, s := range containerSuffixes {
+			if s.view == "" {
+				out = append(out, stem+s.disk)
+			}
+		}
+		out = append(out, stem+".npy")
+		if v := strings.TrimSuffix(stem, ".npy"); v != stem {
+			out = append(out, v+".b2nd")
+		}
+	}
+	add(name)
+	// A full name such as x.blp is visible when its stem view x collides.
+	if stem, ok := stemView(name); ok {
+		out = append(out, stem)
+		add(stem)
+		if s := strings.TrimSuffix(stem, ".npy"); s != stem {
+			out = append(out, s+".b2nd")
+		}
+	}
+	sort.Strings(out)
+	return compact(out)
+}
+
+func compact(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// entry is one name of the view.
+type entry struct {
+	view       string
+	disk       string
+	compressed bool // shown decompressed
+	dir        bool // a directory on disk (plain directory or sparse frame)
+}
+
+// diskEntry is what mapNames needs to know of a disk entry.
+type diskEntry struct {
+	name string
+	dir  bool
+	// container reports whether the entry holds a readable container; it
+	// is only asked for entries with a container suffix.
+	container func() bool
+}
+
+// mapNames applies the view's naming rules to the entries of one
+// directory:
+//   - a readable container with a container suffix is shown decompressed
+//     under its stem (x.blp → x, x.b2nd → x.npy);
+//   - when that stem collides with another entry (a plain file or
+//     directory of that name, or another container with the same stem),
+//     every container involved keeps its full name, still decompressed;
+//   - an entry that only looks like a container (suffix, but it does not
+//     parse) is shown raw under its own name;
+//   - bloscfs's own temp files are hidden; everything else passes through.
+func mapNames(ents []diskEntry) []entry {
+	exists := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		exists[e.name] = true
+	}
+	byStem := map[string][]diskEntry{}
+	var out []entry
+	for _, e := range ents {
+		if hiddenName(e.name) {
+			continue
+		}
+		if stem, ok := stemView(e.name); ok && e.container != nil && e.container() {
+			byStem[stem] = append(byStem[stem], e)
+			continue
+		}
+		out = append(out, entry{view: e.name, disk: e.name, dir: e.dir})
+	}
+	for stem, es := range byStem {
+		if len(es) == 1 && !exists[stem] {
+			out = append(out, entry{view: stem, disk: es[0].name, compressed: true, dir: es[0].dir})
+			continue
+		}
+		for _, e := range es {
+			out = append(out, entry{view: e.name, disk: e.name, compressed: true, dir: e.dir})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].view < out[j].view })
+	return out
+}
+
+// stemOf returns a container disk name without its suffix.
+func stemOf(disk string) string {
+	for _, s := range containerSuffixes {
+		if strings.HasSuffix(disk, s.disk) && len(disk) > len(s.disk) {
+			return strings.TrimSuffix(disk, s.disk)
+		}
+	}
+	return disk
+}
+
+// stemFor returns the disk stem for a new view name of a container
+// stored as disk: for a .b2nd (shown as .npy) the .npy is dropped.
+func stemFor(view, disk string) string {
+	if strings.HasSuffix(disk, ".b2nd") {
+		return strings.TrimSuffix(view, ".npy")
+	}
+	return view
+}
