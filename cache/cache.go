@@ -80,6 +80,19 @@ func (c *Cache[K]) GetOrLoad(key K, load func() ([]byte, error)) ([]byte, error)
 	return cl.val, cl.err
 }
 
+// Get returns the cached value for key, counting a hit; a miss is not
+// counted (GetOrLoad counts it). It lets callers skip building a loader
+// when the value is there.
+func (c *Cache[K]) Get(key K) ([]byte, bool) {
+	c.mu.Lock()
+	v, ok := c.lru.Get(key)
+	c.mu.Unlock()
+	if ok {
+		c.hits.Add(1)
+	}
+	return v, ok
+}
+
 // Contains reports whether key is cached, without touching its recency.
 func (c *Cache[K]) Contains(key K) bool {
 	c.mu.Lock()

@@ -116,6 +116,7 @@ type ChunkReader struct {
 
 type chunkSlot struct {
 	once sync.Once
+	done atomic.Bool // set after once ran: skips building its closure
 	c    *blosc.Chunk
 	err  error
 }
@@ -155,12 +156,15 @@ func (r *ChunkReader) Chunk(i int) (*blosc.Chunk, error) {
 		r.order = append(r.order, i)
 	}
 	r.mu.Unlock()
-	s.once.Do(func() {
-		s.c, s.err = r.src.OpenChunk(i)
-		if s.err != nil {
-			s.err = fmt.Errorf("%s: chunk %d: %w", r.name, i, s.err)
-		}
-	})
+	if !s.done.Load() {
+		s.once.Do(func() {
+			s.c, s.err = r.src.OpenChunk(i)
+			if s.err != nil {
+				s.err = fmt.Errorf("%s: chunk %d: %w", r.name, i, s.err)
+			}
+			s.done.Store(true)
+		})
+	}
 	return s.c, s.err
 }
 
@@ -178,8 +182,19 @@ func (r *ChunkReader) chunkAt(off int64) int {
 	return lo
 }
 
+// CacheGetter is implemented by caches that can be asked without a
+// loader; ChunkReader then builds no closure on a hit.
+type CacheGetter interface {
+	Get(key BlockKey) ([]byte, bool)
+}
+
 // block returns decoded block b of chunk i through the cache.
 func (r *ChunkReader) block(i int, c *blosc.Chunk, b int) ([]byte, error) {
+	if g, ok := r.cache.(CacheGetter); ok {
+		if blk, ok := g.Get(BlockKey{r.id, int64(i), int32(b)}); ok {
+			return blk, nil
+		}
+	}
 	return r.cache.GetOrLoad(BlockKey{r.id, int64(i), int32(b)}, func() ([]byte, error) {
 		var ref []byte
 		if b > 0 && c.NeedsBlock0() {
@@ -220,7 +235,8 @@ func (r *ChunkReader) ReadAt(p []byte, off int64) (int, error) {
 	if int64(want) > size-off {
 		p = p[:size-off]
 	}
-	var pieces []piece
+	var small [4]piece // most reads touch few blocks: no allocation
+	pieces := small[:0]
 	pos := off
 	done := 0
 	for done < len(p) {
@@ -253,19 +269,21 @@ func (r *ChunkReader) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
+// fillOne copies one piece out of its decoded block.
+func (r *ChunkReader) fillOne(pc piece) error {
+	blk, err := r.block(pc.chunk, pc.c, pc.block)
+	if err != nil {
+		return err
+	}
+	copy(pc.dst, blk[pc.from:])
+	return nil
+}
+
 // fill copies each piece out of its decoded block; with several pieces the
 // blocks decode in parallel, bounded by the number of CPUs.
 func (r *ChunkReader) fill(pieces []piece) error {
-	one := func(pc piece) error {
-		blk, err := r.block(pc.chunk, pc.c, pc.block)
-		if err != nil {
-			return err
-		}
-		copy(pc.dst, blk[pc.from:])
-		return nil
-	}
 	if len(pieces) == 1 {
-		return one(pieces[0])
+		return r.fillOne(pieces[0])
 	}
 	errs := make([]error, len(pieces))
 	sem := make(chan struct{}, parallelism())
@@ -275,7 +293,7 @@ func (r *ChunkReader) fill(pieces []piece) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[k] = one(pc)
+			errs[k] = r.fillOne(pc)
 			<-sem
 		}()
 	}
