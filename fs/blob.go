@@ -79,11 +79,18 @@ type blobNode struct {
 	gofs.Inode
 	fs *FS
 
-	mu     sync.Mutex
-	disk   string // name in the parent directory on disk
-	sparse bool   // a sparse frame directory
-	view   *all.View
-	refs   int
+	mu     sync.Mutex // guards disk, sparse and dir
+	disk   string     // name in the parent directory on disk
+	sparse bool       // a sparse frame directory
+	dir    *dirNode   // the directory that made the node, until go-fuse links it
+
+	// smu guards the content: reads share it, writes and commits take it.
+	smu     sync.RWMutex
+	view    *all.View // the committed content, while handles are open
+	refs    int       // open handles
+	stage   *stage    // uncommitted writes, while the file is open for writing
+	writers int       // open writable handles
+	format  NewFormat // for a file created through the mount
 }
 
 var (
@@ -105,11 +112,15 @@ func (n *blobNode) setDisk(disk string, sparse bool) {
 // left the tree.
 func (n *blobNode) diskPath() (string, bool) {
 	_, parent := n.Parent()
-	if parent == nil {
-		return "", false
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if parent == nil {
+		if n.dir == nil {
+			return "", false
+		}
+		// Not linked into the tree yet (within Create).
+		parent = &n.dir.Inode
+	}
 	return filepath.Join(n.fs.diskPath(parent), n.disk), n.sparse
 }
 
@@ -138,12 +149,20 @@ func (n *blobNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 		return 0
 	}
 	fillAttr(&out.Attr, st, pr)
+	out.Ino = n.StableAttr().Ino
+	n.smu.RLock()
+	if n.stage != nil {
+		out.Size = uint64(n.stage.size)
+	} else if n.view != nil {
+		out.Size = uint64(n.view.Size)
+	}
+	n.smu.RUnlock()
 	out.SetTimeout(n.fs.opts.CompressedTimeout)
 	return 0
 }
 
-// Setattr changes mode, owner and times on the source. Changing the size
-// needs the write path, which this mount does not have yet.
+// Setattr changes mode, owner and times on the source, and the size
+// through the stage (committed at once when no writable handle is open).
 func (n *blobNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if n.fs.opts.ReadOnly {
 		return syscall.EROFS
@@ -152,8 +171,17 @@ func (n *blobNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 	if p == "" {
 		return syscall.ENOENT
 	}
-	if _, ok := in.GetSize(); ok {
-		return syscall.EROFS
+	if size, ok := in.GetSize(); ok {
+		n.smu.Lock()
+		errno := n.acquireLocked()
+		if errno == 0 {
+			errno = n.truncateStaged(int64(size))
+			n.releaseLocked()
+		}
+		n.smu.Unlock()
+		if errno != 0 {
+			return errno
+		}
 	}
 	if m, ok := in.GetMode(); ok {
 		if err := syscall.Chmod(p, m&07777); err != nil {
@@ -201,46 +229,87 @@ func (n *blobNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errn
 	return 0
 }
 
-// Open returns a read handle. Writing compressed files is not supported
-// by this mount yet: opening for writing gives EROFS.
+// Open returns a handle. Opening for writing stages the file: writes go
+// to the stage, and the file is recompressed on fsync and when the last
+// writable handle closes.
 func (n *blobNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0 || flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+	w := writable(flags)
+	if w && n.fs.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
 	}
-	v, errno := n.acquire()
-	if errno != 0 {
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	if errno := n.acquireLocked(); errno != 0 {
 		return nil, 0, errno
 	}
-	return &blobHandle{n: n, v: v, readAhead: n.fs.opts.ReadAhead}, fuse.FOPEN_KEEP_CACHE, 0
+	if w {
+		if errno := n.startStage(); errno != 0 {
+			n.releaseLocked()
+			return nil, 0, errno
+		}
+		if flags&syscall.O_TRUNC != 0 {
+			if err := n.stage.truncate(0); err != nil {
+				n.releaseLocked()
+				return nil, 0, gofs.ToErrno(err)
+			}
+		}
+		n.writers++
+	}
+	return &blobHandle{n: n, writable: w, readAhead: n.fs.opts.ReadAhead}, fuse.FOPEN_KEEP_CACHE, 0
 }
 
-// acquire opens the view for a handle, sharing it among handles.
-func (n *blobNode) acquire() (*all.View, syscall.Errno) {
+// acquireLocked opens the committed view for a handle, shared among
+// handles (n.smu held).
+func (n *blobNode) acquireLocked() syscall.Errno {
 	p, _ := n.diskPath()
 	if p == "" {
-		return nil, syscall.ENOENT
+		return syscall.ENOENT
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.view == nil {
 		v, err := all.OpenView(p, n.fs.cache)
 		if err != nil {
 			n.fs.warnOnce("%s: %v", p, err)
-			return nil, syscall.EIO
+			return syscall.EIO
 		}
 		n.view = v
 	}
 	n.refs++
-	return n.view, 0
+	return 0
 }
 
-func (n *blobNode) release() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// releaseLocked drops a handle's share of the view (n.smu held).
+func (n *blobNode) releaseLocked() {
 	if n.refs--; n.refs == 0 && n.view != nil {
 		n.view.Close()
 		n.view = nil
 	}
+}
+
+// readAt reads the file's current content: the stage while it is being
+// written, else the committed view.
+func (n *blobNode) readAt(p []byte, off int64) (int, error) {
+	n.smu.RLock()
+	defer n.smu.RUnlock()
+	if n.stage != nil {
+		return n.stage.ReadAt(p, off)
+	}
+	if n.view == nil {
+		return 0, syscall.EBADF
+	}
+	return n.view.ReadAt(p, off)
+}
+
+// size returns the current plain size.
+func (n *blobNode) size() int64 {
+	n.smu.RLock()
+	defer n.smu.RUnlock()
+	if n.stage != nil {
+		return n.stage.size
+	}
+	if n.view == nil {
+		return 0
+	}
+	return n.view.Size
 }
 
 // xattrPrefix names bloscfs's own extended attributes.
@@ -343,10 +412,11 @@ func (n *blobNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.
 	return uint32(copy(dest, buf)), 0
 }
 
-// blobHandle reads the plain view of an open compressed file.
+// blobHandle is an open compressed file. It reads through its node, so
+// that after a commit it sees the new file.
 type blobHandle struct {
 	n         *blobNode
-	v         *all.View
+	writable  bool
 	readAhead int64
 	next      atomic.Int64 // end of the last read: a read starting there is sequential
 	ahead     atomic.Bool  // a read-ahead is running
@@ -363,16 +433,13 @@ var (
 // Read serves a READ from the decoded view. Corrupt data gives EIO and
 // one log line naming the file and chunk.
 func (h *blobHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if off >= h.v.Size {
-		return fuse.ReadResultData(nil), 0
-	}
-	n, err := h.v.ReadAt(dest[:min(int64(len(dest)), h.v.Size-off)], off)
+	n, err := h.n.readAt(dest, off)
 	if err != nil && err != io.EOF {
 		h.n.fs.warnOnce("read error: %v", err)
 		return nil, syscall.EIO
 	}
 	end := off + int64(n)
-	if h.next.Swap(end) == off && off > 0 {
+	if h.next.Swap(end) == off && off > 0 && !h.writable {
 		h.readAheadFrom(end)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
@@ -383,7 +450,8 @@ func (h *blobHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 // read-ahead runs at a time per handle; what it decodes is bounded by the
 // cache.
 func (h *blobHandle) readAheadFrom(off int64) {
-	if h.readAhead <= 0 || off >= h.v.Size || !h.ahead.CompareAndSwap(false, true) {
+	size := h.n.size()
+	if h.readAhead <= 0 || off >= size || !h.ahead.CompareAndSwap(false, true) {
 		return
 	}
 	h.aheadWG.Add(1)
@@ -392,8 +460,8 @@ func (h *blobHandle) readAheadFrom(off int64) {
 		defer h.ahead.Store(false)
 		bp := aheadBufs.Get().(*[]byte)
 		defer aheadBufs.Put(bp)
-		for pos := off; pos < min(off+h.readAhead, h.v.Size) && !h.closed.Load(); pos += int64(len(*bp)) {
-			h.v.ReadAt(*bp, pos) // errors surface on the real read
+		for pos := off; pos < min(off+h.readAhead, size) && !h.closed.Load(); pos += int64(len(*bp)) {
+			h.n.readAt(*bp, pos) // errors surface on the real read
 		}
 	}()
 }
@@ -405,11 +473,22 @@ func (h *blobHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 	return h.n.Getattr(ctx, nil, out)
 }
 
-// Release drops the handle's share of the open view.
+// Release drops the handle's share of the open view. The last writable
+// handle commits what a failed or skipped flush left, and frees the stage.
 func (h *blobHandle) Release(ctx context.Context) syscall.Errno {
-	if !h.closed.Swap(true) {
-		h.aheadWG.Wait() // a running read-ahead still uses the view
-		h.n.release()
+	if h.closed.Swap(true) {
+		return 0
 	}
+	h.aheadWG.Wait() // a running read-ahead still reads
+	n := h.n
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	if h.writable {
+		if n.writers--; n.writers == 0 {
+			n.commitErrno() // logged; nobody is left to tell
+			n.dropStage()
+		}
+	}
+	n.releaseLocked()
 	return 0
 }

@@ -86,14 +86,14 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if !pr.ok {
 		return d.LoopbackNode.Lookup(ctx, e.disk, out)
 	}
-	n := &blobNode{fs: d.fs, disk: e.disk, sparse: e.dir}
-	id := d.fs.idFromStat(&st)
-	id.Mode = syscall.S_IFREG
+	n := &blobNode{fs: d.fs, disk: e.disk, sparse: e.dir, dir: d}
+	id := gofs.StableAttr{Mode: syscall.S_IFREG, Ino: d.fs.blobIno(&st)}
 	child := d.NewInode(ctx, n, id)
 	if bn, ok := child.Operations().(*blobNode); ok && bn != n {
 		bn.setDisk(e.disk, e.dir) // an existing node: the name may have changed
 	}
 	fillAttr(&out.Attr, &st, pr)
+	out.Ino = id.Ino
 	out.SetEntryTimeout(d.fs.opts.CompressedTimeout)
 	out.SetAttrTimeout(d.fs.opts.CompressedTimeout)
 	return child, 0
@@ -124,11 +124,11 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHan
 	list := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
 	for _, e := range mapNames(ents) {
 		st := stats[e.disk]
-		mode := st.Mode & syscall.S_IFMT
+		mode, ino := st.Mode&syscall.S_IFMT, d.fs.idFromStat(st).Ino
 		if e.compressed {
-			mode = syscall.S_IFREG
+			mode, ino = syscall.S_IFREG, d.fs.blobIno(st)
 		}
-		list = append(list, fuse.DirEntry{Name: e.view, Mode: mode, Ino: d.fs.idFromStat(st).Ino})
+		list = append(list, fuse.DirEntry{Name: e.view, Mode: mode, Ino: ino})
 	}
 	for i := range list {
 		list[i].Off = uint64(i + 1)
@@ -239,21 +239,55 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	return 0
 }
 
-// Create makes a new plain file. A name that the view shows as a
-// compressed file, or that is hidden behind one (x.blp shown as x), is
+// Create makes a new file: name.b2frame on disk (or name.blp, or a plain
+// file, as --new-format says), shown as name. An empty container is
+// written at once, so that the name exists while it is being written. A
+// name the view already shows as a compressed file is opened instead
+// (EEXIST with O_EXCL); a name hidden behind one (x.blp shown as x) is
 // refused rather than truncated.
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
 	if d.fs.opts.ReadOnly {
 		return nil, nil, 0, syscall.EROFS
 	}
 	if errno := d.checkNewName(name); errno != 0 {
-		if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
-			// Opening an existing compressed file for writing.
-			return nil, nil, 0, syscall.EROFS
+		if e, rerr := d.resolve(name); errno == syscall.EEXIST && rerr == 0 && e.compressed && flags&syscall.O_EXCL == 0 {
+			return d.openExisting(ctx, name, flags, out)
 		}
 		return nil, nil, 0, errno
 	}
-	return d.LoopbackNode.Create(ctx, name, flags, mode, out)
+	if e, errno := d.resolve(name); errno == 0 && !e.compressed {
+		return d.LoopbackNode.Create(ctx, name, flags, mode, out) // an existing plain file
+	}
+	format := d.fs.opts.NewFormat
+	if format == NewPlain {
+		return d.LoopbackNode.Create(ctx, name, flags, mode, out)
+	}
+	disk := filepath.Join(d.path(), name+format.suffix())
+	if _, err := os.Lstat(disk); err == nil {
+		return nil, nil, 0, syscall.EEXIST
+	}
+	if err := d.fs.writeEmpty(disk, format, mode&07777, ctx); err != nil {
+		d.fs.opts.Logger.Printf("%s: creating: %v", disk, err)
+		return nil, nil, 0, gofs.ToErrno(unwrapErrno(err))
+	}
+	return d.openExisting(ctx, name, flags&^syscall.O_EXCL, out)
+}
+
+// openExisting looks up a compressed file and opens it.
+func (d *dirNode) openExisting(ctx context.Context, name string, flags uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	child, errno := d.Lookup(ctx, name, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	bn, ok := child.Operations().(*blobNode)
+	if !ok {
+		return nil, nil, 0, syscall.EIO
+	}
+	fh, fl, errno := bn.Open(ctx, flags)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return child, fh, fl, 0
 }
 
 // checkNewName reports EEXIST when name is taken in the view or on disk.

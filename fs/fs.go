@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
 	"github.com/bloscfs/bloscfs/pack"
 	_ "github.com/bloscfs/bloscfs/pack/all" // every container format
@@ -54,6 +55,11 @@ type Options struct {
 	FsName string
 	// ExtraOptions are passed to the kernel as mount options.
 	ExtraOptions []string
+	// NewFormat is how files created through the mount are stored, and
+	// NewParams and NewChunkSize the codec parameters they get.
+	NewFormat    NewFormat
+	NewParams    blosc.Params
+	NewChunkSize int64
 }
 
 // DefaultOptions returns the options of a default mount.
@@ -64,6 +70,9 @@ func DefaultOptions() Options {
 		CompressedTimeout: time.Hour,
 		ReadAhead:         4 << 20,
 		Logger:            log.New(os.Stderr, "bloscfs: ", log.LstdFlags),
+		NewFormat:         NewB2Frame,
+		NewParams:         blosc.DefaultParams(8),
+		NewChunkSize:      1 << 20,
 	}
 }
 
@@ -75,6 +84,40 @@ type FS struct {
 	cache  *cache.Cache[pack.BlockKey]
 	probes *lru.Cache[probeKey, *probe]
 	warned sync.Map // messages already logged
+	token  string   // names this mount's temp files
+
+	// inoMu guards inoMap: a compressed file keeps its inode number
+	// across the rename of a recompression, which gives the disk file a
+	// new one (and frees the old one for reuse).
+	inoMu  sync.Mutex
+	inoMap map[uint64]uint64 // derived disk inode → the node's inode
+}
+
+// blobIno returns the inode number of a compressed file's node.
+func (f *FS) blobIno(st *syscall.Stat_t) uint64 {
+	d := f.idFromStat(st).Ino
+	f.inoMu.Lock()
+	defer f.inoMu.Unlock()
+	if s, ok := f.inoMap[d]; ok {
+		return s
+	}
+	return d
+}
+
+// remapIno records that the file with stat st now holds the node whose
+// inode number is ino (after a recompression replaced its disk file).
+func (f *FS) remapIno(st *syscall.Stat_t, ino uint64) {
+	d := f.idFromStat(st).Ino
+	f.inoMu.Lock()
+	defer f.inoMu.Unlock()
+	for k, v := range f.inoMap {
+		if v == ino {
+			delete(f.inoMap, k)
+		}
+	}
+	if d != ino {
+		f.inoMap[d] = ino
+	}
 }
 
 // BlockKey is re-exported for tests.
@@ -96,10 +139,20 @@ func New(source string, opts Options) (gofs.InodeEmbedder, *FS, error) {
 	if opts.Logger == nil {
 		opts.Logger = log.New(os.Stderr, "bloscfs: ", log.LstdFlags)
 	}
+	def := DefaultOptions()
 	if opts.CacheSize <= 0 {
-		opts.CacheSize = DefaultOptions().CacheSize
+		opts.CacheSize = def.CacheSize
 	}
-	f := &FS{opts: opts, source: abs, cache: cache.New[pack.BlockKey](opts.CacheSize)}
+	if opts.NewFormat == "" {
+		opts.NewFormat, opts.NewParams = def.NewFormat, def.NewParams
+	}
+	if opts.NewChunkSize <= 0 {
+		opts.NewChunkSize = def.NewChunkSize
+	}
+	if err := blosc.ValidateParams(opts.NewParams); err != nil && opts.NewFormat != NewPlain {
+		return nil, nil, fmt.Errorf("parameters for new files: %w", err)
+	}
+	f := &FS{opts: opts, source: abs, cache: cache.New[pack.BlockKey](opts.CacheSize), token: newToken(), inoMap: map[uint64]uint64{}}
 	f.probes, _ = lru.New[probeKey, *probe](1 << 16)
 	f.root = &gofs.LoopbackRoot{Path: abs, Dev: uint64(st.Dev)}
 	f.root.NewNode = f.newNode
@@ -185,7 +238,10 @@ func Mount(source, mountpoint string, opts Options) (*fuse.Server, *FS, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	raiseReadahead(mountpoint, opts.Logger)
+	raiseReadahead(mountpoint, f.opts.Logger)
+	if !opts.ReadOnly {
+		go f.cleanTemp()
+	}
 	return server, f, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bloscfs/bloscfs/blosc"
 	bfs "github.com/bloscfs/bloscfs/fs"
 )
 
@@ -51,6 +52,12 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	logFile := fs.String("log", "", "log to this file (default: stderr in the foreground, syslog in the background)")
 	debug := fs.Bool("debug", false, "log every FUSE request")
 	readAhead := fs.String("read-ahead", "4MiB", "bytes decoded ahead of a sequential reader")
+	newFormat := fs.String("new-format", "b2frame", "how files created in the mount are stored: b2frame, blp, or none (plain)")
+	codec := fs.String("codec", "zstd", "codec of new files: blosclz, lz4, lz4hc, zlib, zstd")
+	clevel := fs.Int("clevel", 5, "compression level of new files, 0-9")
+	filter := fs.String("filter", "shuffle", "filters of new files (as for pack)")
+	typesize := fs.Int("typesize", 8, "element size of new files")
+	chunkSize := fs.String("chunk-size", "1MiB", "chunk size of new files")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -66,6 +73,29 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --read-ahead %q", errUsage, *readAhead)
 	}
 	o.ReadOnly, o.Debug = *readOnly, *debug
+	switch bfs.NewFormat(*newFormat) {
+	case bfs.NewB2Frame, bfs.NewBlp, bfs.NewPlain:
+		o.NewFormat = bfs.NewFormat(*newFormat)
+	default:
+		return fmt.Errorf("%w: --new-format %q (b2frame, blp or none)", errUsage, *newFormat)
+	}
+	c, ok := blosc.CodecByName(*codec)
+	if !ok || c > blosc.CodecZstd || c == blosc.CodecSnappy {
+		return fmt.Errorf("%w: --codec %q", errUsage, *codec)
+	}
+	o.NewParams = blosc.Params{Codec: c, Clevel: *clevel, Typesize: *typesize, Split: blosc.SplitAuto}
+	if o.NewParams.Filters, o.NewParams.FiltersMeta, err = parseFilters(*filter, *typesize); err != nil {
+		return err
+	}
+	if o.NewFormat == bfs.NewBlp {
+		o.NewParams.Blosc1, o.NewParams.Split = true, blosc.SplitForwardCompat
+	}
+	if err := blosc.ValidateParams(o.NewParams); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if o.NewChunkSize, err = parseSize(*chunkSize); err != nil || o.NewChunkSize <= 0 || o.NewChunkSize > 1<<31-64 {
+		return fmt.Errorf("%w: --chunk-size %q", errUsage, *chunkSize)
+	}
 	for _, opt := range strings.Split(*opts, ",") {
 		switch opt = strings.TrimSpace(opt); opt {
 		case "":

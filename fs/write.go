@@ -1,0 +1,460 @@
+package fs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/pack/bloscpack"
+	"github.com/bloscfs/bloscfs/pack/frame"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// NewFormat says how files created through the mount are stored.
+type NewFormat string
+
+// New-file formats.
+const (
+	NewB2Frame NewFormat = "b2frame" // name.b2frame, python-blosc2's defaults
+	NewBlp     NewFormat = "blp"     // name.blp, bloscpack's defaults
+	NewPlain   NewFormat = "none"    // a plain file
+)
+
+// newToken returns a random name part for this mount's temp files.
+func newToken() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// tempFile creates a hidden file in dir for staging or recompression.
+func (f *FS) tempFile(dir, kind string) (*os.File, error) {
+	return os.CreateTemp(dir, TempPrefix+kind+"-"+f.token+"-*")
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// writable reports whether open flags ask for writing.
+func writable(flags uint32) bool {
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+}
+
+// startStage sets up the stage of n for writing (n.smu held).
+func (n *blobNode) startStage() syscall.Errno {
+	if n.stage != nil {
+		return 0
+	}
+	p, sparse := n.diskPath()
+	if p == "" {
+		return syscall.ENOENT
+	}
+	if sparse {
+		n.fs.warnOnce("%s: sparse frames are read-only through the mount", p)
+		return syscall.EROFS
+	}
+	if n.view != nil && n.view.NPY {
+		n.fs.warnOnce("%s: writing .b2nd arrays through the mount is not supported", p)
+		return syscall.EROFS
+	}
+	f, err := n.fs.tempFile(filepath.Dir(p), "stage")
+	if err != nil {
+		return gofs.ToErrno(err)
+	}
+	var base io.ReaderAt
+	var size int64
+	if n.view != nil {
+		base, size = n.view, n.view.Size
+	}
+	n.stage = newStage(f, base, size)
+	return 0
+}
+
+// dropStage frees the staging space (n.smu held).
+func (n *blobNode) dropStage() {
+	if n.stage != nil {
+		n.stage.file.Close()
+		os.Remove(n.stage.file.Name())
+		n.stage = nil
+	}
+}
+
+// baseSize is the size of the committed content (n.smu held).
+func (n *blobNode) baseSize() int64 {
+	if n.view == nil {
+		return 0
+	}
+	return n.view.Size
+}
+
+// commit recompresses the staged content into a hidden temp file beside
+// the original, syncs it, renames it over the original and syncs the
+// directory: a crash leaves the old file or the new one, never a mix.
+// Chunks no write touched are copied, not re-encoded (n.smu held).
+func (n *blobNode) commit() error {
+	st := n.stage
+	if st == nil || !st.changed(n.baseSize()) {
+		return nil
+	}
+	p, _ := n.diskPath()
+	if p == "" {
+		return syscall.ENOENT
+	}
+	dir := filepath.Dir(p)
+	tmp, err := n.fs.tempFile(dir, "tmp")
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("%s: recompressing: %w", p, err)
+	}
+	if err := n.writeContainer(tmp, st); err != nil {
+		return fail(err)
+	}
+	if err := copyMeta(p, tmp); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	var tst syscall.Stat_t
+	if err := syscall.Fstat(int(tmp.Fd()), &tst); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("%s: recompressing: %w", p, err)
+	}
+	n.fs.remapIno(&tst, n.StableAttr().Ino) // before the new file is visible
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	// Serve the new file; the stage starts over from it.
+	v, err := all.OpenView(p, n.fs.cache)
+	if err != nil {
+		return fmt.Errorf("%s: reopening after recompression: %w", p, err)
+	}
+	if n.view != nil {
+		n.view.Close()
+	}
+	n.view = v
+	if err := st.file.Truncate(0); err != nil {
+		return err
+	}
+	*st = *newStage(st.file, v, v.Size)
+	return nil
+}
+
+// writeContainer writes the staged content as a container of the
+// original's format and parameters (or of the new-file format).
+func (n *blobNode) writeContainer(w *os.File, st *stage) error {
+	var c pack.Container
+	if n.view != nil {
+		c = n.view.Container
+	}
+	switch c := c.(type) {
+	case pack.Rewritable:
+		return pack.Rewrite(w, c, st, st.size, st.rewriteRanges(n.baseSize()))
+	case *pack.ChunkFile:
+		// One bare chunk: compress it again with its own parameters.
+		h := c.Info()
+		p := blosc.Params{Codec: codecOf(h.Codec), Clevel: 5, Typesize: h.Typesize, Filters: h.Filters, FiltersMeta: h.FiltersMeta, Blosc1: h.Version == blosc.VersionBlosc1}
+		if p.Blosc1 {
+			p.Filters, p.FiltersMeta = [6]uint8{0, 0, 0, 0, 0, h.Filters[5]}, [6]uint8{}
+		}
+		plain := make([]byte, st.size)
+		if err := readFullAt(st, plain, 0); err != nil {
+			return err
+		}
+		out, err := blosc.Compress(nil, plain, p)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(out)
+		return err
+	case nil:
+		return n.fs.writeNew(w, st, st.size, n.format)
+	default:
+		return fmt.Errorf("%w: %s containers cannot be rewritten", pack.ErrUnsupported, c.Info().Format)
+	}
+}
+
+// codecOf maps a codec name back to its compcode (blosclz if unknown).
+func codecOf(name string) int {
+	if c, ok := blosc.CodecByName(name); ok && c != blosc.CodecSnappy {
+		return c
+	}
+	return blosc.CodecBloscLZ
+}
+
+// writeNew writes plain content as a new container of the mount's
+// new-file format and codec parameters.
+func (f *FS) writeNew(w io.WriteSeeker, content io.ReaderAt, size int64, format NewFormat) error {
+	cs := f.opts.NewChunkSize
+	buf := make([]byte, min(cs, max(size, 1)))
+	if content == nil {
+		content = zeroReader{}
+	}
+	add := func(addChunk func([]byte) error) error {
+		for off := int64(0); off < size; off += cs {
+			b := buf[:min(cs, size-off)]
+			if err := readFullAt(content, b, off); err != nil {
+				return err
+			}
+			if err := addChunk(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if format == NewBlp {
+		p := bloscpack.DefaultParams()
+		p.Blosc = f.opts.NewParams
+		p.Blosc.Blosc1 = true
+		p.ChunkSize = cs
+		wr, err := bloscpack.NewWriter(w, size, p)
+		if err != nil {
+			return err
+		}
+		if err := add(wr.AddChunk); err != nil {
+			return err
+		}
+		return wr.Close()
+	}
+	wr, err := frame.NewWriter(w, frame.Params{Chunk: f.opts.NewParams, ChunkSize: int(cs)})
+	if err != nil {
+		return err
+	}
+	if err := add(wr.AddChunk); err != nil {
+		return err
+	}
+	return wr.Close()
+}
+
+// newSuffix returns the disk suffix of a new file's format.
+func (f NewFormat) suffix() string {
+	if f == NewBlp {
+		return ".blp"
+	}
+	return ".b2frame"
+}
+
+// cleanTemp removes temp and staging files left by earlier mounts (a
+// crash during recompression leaves the original intact and a temp file
+// beside it). Files of this mount carry its token and are kept.
+func (f *FS) cleanTemp() {
+	filepath.WalkDir(f.source, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && p != f.source && strings.HasSuffix(d.Name(), ".b2frame") {
+			if _, err := os.Stat(filepath.Join(p, "chunks.b2frame")); err == nil {
+				return filepath.SkipDir // a sparse frame holds no temp files
+			}
+		}
+		if !d.IsDir() && hiddenName(d.Name()) && !strings.Contains(d.Name(), "-"+f.token+"-") {
+			if err := os.Remove(p); err == nil {
+				f.opts.Logger.Printf("removed stale temp file %s", p)
+			}
+		}
+		return nil
+	})
+}
+
+// Write stores bytes in the stage.
+func (h *blobHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n := h.n
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	if n.stage == nil {
+		return 0, syscall.EBADF
+	}
+	w, err := n.stage.WriteAt(data, off)
+	if err != nil {
+		return uint32(w), gofs.ToErrno(err)
+	}
+	return uint32(w), 0
+}
+
+// Flush commits when the last writable handle closes, so that close(2)
+// reports a failed recompression (ENOSPC, EIO) to the writer.
+func (h *blobHandle) Flush(ctx context.Context) syscall.Errno {
+	if !h.writable {
+		return 0
+	}
+	n := h.n
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	if n.writers > 1 {
+		return 0
+	}
+	return n.commitErrno()
+}
+
+// Fsync commits: data confirmed by fsync survive a crash of the daemon.
+func (h *blobHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	n := h.n
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	return n.commitErrno()
+}
+
+func (n *blobNode) commitErrno() syscall.Errno {
+	if err := n.commit(); err != nil {
+		n.fs.opts.Logger.Printf("%v", err)
+		return gofs.ToErrno(unwrapErrno(err))
+	}
+	return 0
+}
+
+// unwrapErrno returns the syscall error inside err (ENOSPC, …), or EIO.
+func unwrapErrno(err error) error {
+	var errno syscall.Errno
+	for e := err; e != nil; {
+		if x, ok := e.(syscall.Errno); ok {
+			errno = x
+			break
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			break
+		}
+		e = u.Unwrap()
+	}
+	if errno == 0 {
+		if pe, ok := err.(*os.PathError); ok {
+			return pe.Err
+		}
+		return syscall.EIO
+	}
+	return errno
+}
+
+// truncateStaged changes the size through a stage (n.smu held). Without
+// an open writable handle the change is committed at once.
+func (n *blobNode) truncateStaged(size int64) syscall.Errno {
+	if errno := n.startStage(); errno != 0 {
+		return errno
+	}
+	if err := n.stage.truncate(size); err != nil {
+		return gofs.ToErrno(err)
+	}
+	if n.writers == 0 {
+		errno := n.commitErrno()
+		n.dropStage()
+		return errno
+	}
+	return 0
+}
+
+var (
+	_ = (gofs.FileWriter)((*blobHandle)(nil))
+	_ = (gofs.FileFlusher)((*blobHandle)(nil))
+	_ = (gofs.FileFsyncer)((*blobHandle)(nil))
+	_ = fuse.FOPEN_KEEP_CACHE
+)
+
+// writeEmpty creates an empty container of format at path, atomically,
+// with permission bits perm and, when root, the caller as owner.
+func (f *FS) writeEmpty(path string, format NewFormat, perm uint32, ctx context.Context) error {
+	dir := filepath.Dir(path)
+	tmp, err := f.tempFile(dir, "tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	if err := f.writeNew(tmp, nil, 0, format); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(os.FileMode(perm)); err != nil {
+		tmp.Close()
+		return err
+	}
+	if caller, ok := fuse.FromContext(ctx); ok && os.Getuid() == 0 {
+		tmp.Chown(int(caller.Uid), int(caller.Gid))
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil { // fails if path appeared meanwhile
+		return err
+	}
+	return syncDir(dir)
+}
+
+// zeroReader reads zeros.
+type zeroReader struct{}
+
+func (zeroReader) ReadAt(p []byte, off int64) (int, error) { clear(p); return len(p), nil }
+
+// copyMeta gives the new file of a recompression the original's
+// permissions, owner and extended attributes.
+func copyMeta(orig string, tmp *os.File) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(orig, &st); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(os.FileMode(st.Mode & 0o777)); err != nil {
+		return err
+	}
+	if st.Mode&(syscall.S_ISUID|syscall.S_ISGID|syscall.S_ISVTX) != 0 {
+		syscall.Fchmod(int(tmp.Fd()), st.Mode&0o7777)
+	}
+	if err := tmp.Chown(int(st.Uid), int(st.Gid)); err != nil && !os.IsPermission(err) {
+		return err
+	}
+	sz, err := unix.Llistxattr(orig, nil)
+	if err != nil || sz <= 0 {
+		return nil // no attributes, or none supported
+	}
+	names := make([]byte, sz)
+	if sz, err = unix.Llistxattr(orig, names); err != nil {
+		return nil
+	}
+	for _, name := range strings.Split(strings.TrimRight(string(names[:sz]), "\x00"), "\x00") {
+		if name == "" {
+			continue
+		}
+		vs, err := unix.Lgetxattr(orig, name, nil)
+		if err != nil {
+			continue
+		}
+		val := make([]byte, vs)
+		if vs, err = unix.Lgetxattr(orig, name, val); err != nil {
+			continue
+		}
+		if err := unix.Fsetxattr(int(tmp.Fd()), name, val[:vs], 0); err != nil && name[:5] == "user." {
+			return fmt.Errorf("copying extended attribute %s: %w", name, err)
+		}
+	}
+	return nil
+}
