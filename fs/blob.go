@@ -248,6 +248,13 @@ func (n *blobNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 			return nil, 0, errno
 		}
 		if flags&syscall.O_TRUNC != 0 {
+			if n.view.NPY && n.view.Size > 0 {
+				p, _ := n.diskPath()
+				n.fs.opts.Logger.Printf("%s: refused: truncating the .npy view of a .b2nd array", p)
+				n.dropStageIfIdle()
+				n.releaseLocked()
+				return nil, 0, syscall.EPERM
+			}
 			if err := n.stage.truncate(0); err != nil {
 				n.releaseLocked()
 				return nil, 0, gofs.ToErrno(err)

@@ -71,10 +71,6 @@ func (n *blobNode) startStage() syscall.Errno {
 		n.fs.warnOnce("%s: sparse frames are read-only through the mount", p)
 		return syscall.EROFS
 	}
-	if n.view != nil && n.view.NPY {
-		n.fs.warnOnce("%s: writing .b2nd arrays through the mount is not supported", p)
-		return syscall.EROFS
-	}
 	f, err := n.fs.tempFile(filepath.Dir(p), "stage")
 	if err != nil {
 		return gofs.ToErrno(err)
@@ -86,6 +82,13 @@ func (n *blobNode) startStage() syscall.Errno {
 	}
 	n.stage = newStage(f, base, size)
 	return 0
+}
+
+// dropStageIfIdle frees the stage when no writer uses it (n.smu held).
+func (n *blobNode) dropStageIfIdle() {
+	if n.writers == 0 {
+		n.dropStage()
+	}
 }
 
 // dropStage frees the staging space (n.smu held).
@@ -175,6 +178,9 @@ func (n *blobNode) writeContainer(w *os.File, st *stage) error {
 	var c pack.Container
 	if n.view != nil {
 		c = n.view.Container
+	}
+	if n.view != nil && n.view.NPY {
+		return n.writeArray(w, st)
 	}
 	switch c := c.(type) {
 	case pack.Rewritable:
@@ -293,6 +299,9 @@ func (h *blobHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	if n.stage == nil {
 		return 0, syscall.EBADF
 	}
+	if errno := n.checkArrayWrite(data, off); errno != 0 {
+		return 0, errno
+	}
 	w, err := n.stage.WriteAt(data, off)
 	if err != nil {
 		return uint32(w), gofs.ToErrno(err)
@@ -359,6 +368,11 @@ func unwrapErrno(err error) error {
 func (n *blobNode) truncateStaged(size int64) syscall.Errno {
 	if errno := n.startStage(); errno != 0 {
 		return errno
+	}
+	if n.view != nil && n.view.NPY && size != n.view.Size {
+		p, _ := n.diskPath()
+		n.fs.opts.Logger.Printf("%s: refused: resizing the .npy view of a .b2nd array from %d to %d bytes", p, n.view.Size, size)
+		return syscall.EPERM
 	}
 	if err := n.stage.truncate(size); err != nil {
 		return gofs.ToErrno(err)
@@ -457,4 +471,55 @@ func copyMeta(orig string, tmp *os.File) error {
 		}
 	}
 	return nil
+}
+
+// checkArrayWrite refuses writes to a .b2nd's .npy view that would change
+// its header or its size: only the array's data can be written (n.smu
+// held).
+func (n *blobNode) checkArrayWrite(data []byte, off int64) syscall.Errno {
+	if n.view == nil || !n.view.NPY {
+		return 0
+	}
+	p, _ := n.diskPath()
+	end := off + int64(len(data))
+	if end > n.view.Size {
+		n.fs.opts.Logger.Printf("%s: refused: a write at [%d,%d) past the end of the array's .npy view (%d bytes)", p, off, end, n.view.Size)
+		return syscall.EFBIG
+	}
+	hdr := n.view.ReaderAt.(*frame.NPYView).Header()
+	if off < int64(len(hdr)) {
+		cur := hdr[off:min(end, int64(len(hdr)))]
+		if string(cur) != string(data[:len(cur)]) {
+			n.fs.opts.Logger.Printf("%s: refused: a write at [%d,%d) would change the .npy header (shape and dtype are fixed)", p, off, end)
+			return syscall.EPERM
+		}
+	}
+	return 0
+}
+
+// writeArray rewrites a .b2nd from its staged .npy view: the chunks that
+// the written elements fall in are laid out again from the C-order data,
+// the others are copied verbatim.
+func (n *blobNode) writeArray(w *os.File, st *stage) error {
+	fr := n.view.Container.(*frame.Frame)
+	a := fr.Array()
+	hl := int64(len(n.view.ReaderAt.(*frame.NPYView).Header()))
+	is := int64(a.Itemsize)
+	cb := a.ChunkBytes()
+	var dirty []pack.Range
+	seen := map[int64]bool{}
+	for _, r := range st.dirty {
+		s, e := max(r.Off-hl, 0), r.Off+r.Len-hl
+		if e <= s {
+			continue // only header bytes, unchanged
+		}
+		a.ChunksTouched(s/is, (e+is-1)/is, func(c int64) {
+			if !seen[c] {
+				seen[c] = true
+				dirty = append(dirty, pack.Range{Off: c * cb, Len: cb})
+			}
+		})
+	}
+	data := io.NewSectionReader(st, hl, st.size-hl)
+	return pack.Rewrite(w, fr, a.NewRawChunkReader(data), fr.Size(), dirty)
 }

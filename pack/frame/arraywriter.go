@@ -251,3 +251,70 @@ func ReadNPYHeader(r io.Reader) (*NPYInfo, error) {
 	}
 	return info, nil
 }
+
+// ChunkBytes returns the plain size of one (padded) chunk of the array.
+func (a *Array) ChunkBytes() int64 { return a.chunkItems * int64(a.Itemsize) }
+
+// ChunksTouched calls visit for every chunk (its index in C order over
+// the chunk grid) that holds an element of the C-order element range
+// [start, end). A chunk may be visited more than once.
+func (a *Array) ChunksTouched(start, end int64, visit func(chunk int64)) {
+	nd := len(a.Shape)
+	if start >= end || a.size == 0 {
+		return
+	}
+	if nd == 0 {
+		visit(0)
+		return
+	}
+	last := a.Shape[nd-1]
+	cl := int64(a.ChunkShape[nd-1])
+	for e := start; e < end; {
+		// The row of e: all coordinates but the last are fixed.
+		rowStart := e - e%last
+		lo := e - rowStart
+		hi := min(end-rowStart, last)
+		g := unravel(rowStart, a.Shape)
+		var base int64 // chunk index of the row's chunk-row, last coordinate 0
+		for d := 0; d < nd-1; d++ {
+			base = base*a.nchunksD[d] + g[d]/int64(a.ChunkShape[d])
+		}
+		base *= a.nchunksD[nd-1]
+		for c := lo / cl; c <= (hi-1)/cl; c++ {
+			visit(base + c)
+		}
+		e = rowStart + last
+	}
+}
+
+// RawChunkReader is an io.ReaderAt over the padded super-chunk bytes of
+// an array whose C-order bytes data holds; it serves reads of whole
+// chunks, as pack.Rewrite makes them.
+type RawChunkReader struct {
+	a    *Array
+	data io.ReaderAt
+}
+
+// NewRawChunkReader returns the super-chunk view of C-order data.
+func (a *Array) NewRawChunkReader(data io.ReaderAt) *RawChunkReader {
+	return &RawChunkReader{a: a, data: data}
+}
+
+// ReadAt lays out the chunks that p covers; off and len(p) must be
+// multiples of the chunk size.
+func (r *RawChunkReader) ReadAt(p []byte, off int64) (int, error) {
+	cb := r.a.ChunkBytes()
+	if cb == 0 || off%cb != 0 || int64(len(p))%cb != 0 {
+		return 0, fmt.Errorf("%w: raw array read of %d bytes at %d is not whole chunks of %d", pack.ErrUnsupported, len(p), off, cb)
+	}
+	for k := int64(0); k < int64(len(p))/cb; k++ {
+		c := off/cb + k
+		if c >= r.a.nchunks {
+			return int(k * cb), io.EOF
+		}
+		if err := r.a.fillChunk(p[k*cb:(k+1)*cb], r.data, c); err != nil {
+			return int(k * cb), err
+		}
+	}
+	return len(p), nil
+}

@@ -102,3 +102,47 @@ func TestReadNPYHeaderRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestChunksTouched compares ChunksTouched with a brute-force mapping of
+// every element to its chunk.
+func TestChunksTouched(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for it := 0; it < 200; it++ {
+		nd := r.IntN(3) + 1
+		shape := make([]int64, nd)
+		cs, bs := make([]int32, nd), make([]int32, nd)
+		for d := range shape {
+			shape[d] = int64(r.IntN(12) + 1)
+			cs[d] = int32(r.IntN(int(shape[d])) + 1)
+			bs[d] = int32(r.IntN(int(cs[d])) + 1)
+		}
+		a, err := NewArray(shape, "|u1", 1, cs, bs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunkOf := func(e int64) int64 {
+			g := unravel(e, shape)
+			var c int64
+			for d := range shape {
+				c = c*a.nchunksD[d] + g[d]/int64(cs[d])
+			}
+			return c
+		}
+		start := r.Int64N(a.size)
+		end := start + r.Int64N(a.size-start) + 1
+		want := map[int64]bool{}
+		for e := start; e < end; e++ {
+			want[chunkOf(e)] = true
+		}
+		got := map[int64]bool{}
+		a.ChunksTouched(start, end, func(c int64) { got[c] = true })
+		if len(got) != len(want) {
+			t.Fatalf("shape %v chunks %v [%d,%d): got %v, want %v", shape, cs, start, end, got, want)
+		}
+		for c := range want {
+			if !got[c] {
+				t.Fatalf("shape %v chunks %v [%d,%d): chunk %d missing", shape, cs, start, end, c)
+			}
+		}
+	}
+}
