@@ -83,6 +83,7 @@ type blobNode struct {
 	disk   string     // name in the parent directory on disk
 	sparse bool       // a sparse frame directory
 	dir    *dirNode   // the directory that made the node, until go-fuse links it
+	gone   bool       // unlinked (or replaced) while open: nothing to commit
 
 	// smu guards the content: reads share it, writes and commits take it.
 	smu     sync.RWMutex
@@ -104,8 +105,21 @@ var (
 
 func (n *blobNode) setDisk(disk string, sparse bool) {
 	n.mu.Lock()
-	n.disk, n.sparse = disk, sparse
+	n.disk, n.sparse, n.gone = disk, sparse, false
 	n.mu.Unlock()
+}
+
+// setGone records that the node's file was unlinked or replaced.
+func (n *blobNode) setGone() {
+	n.mu.Lock()
+	n.gone = true
+	n.mu.Unlock()
+}
+
+func (n *blobNode) isGone() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.gone
 }
 
 // diskPath returns the source path of the container, "" if the node has
@@ -114,6 +128,9 @@ func (n *blobNode) diskPath() (string, bool) {
 	_, parent := n.Parent()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.gone {
+		return "", false
+	}
 	if parent == nil {
 		if n.dir == nil {
 			return "", false

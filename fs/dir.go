@@ -188,7 +188,21 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	if e.dir && !e.compressed {
 		return syscall.EISDIR
 	}
-	return gofs.ToErrno(removeDisk(filepath.Join(d.path(), e.disk), e.compressed && e.dir))
+	if err := removeDisk(filepath.Join(d.path(), e.disk), e.compressed && e.dir); err != nil {
+		return gofs.ToErrno(err)
+	}
+	d.childGone(name)
+	return 0
+}
+
+// childGone marks an open compressed child as removed, so that a pending
+// commit does not bring it back.
+func (d *dirNode) childGone(name string) {
+	if ch := d.GetChild(name); ch != nil {
+		if bn, ok := ch.Operations().(*blobNode); ok {
+			bn.setGone()
+		}
+	}
 }
 
 // Rename moves a child. A compressed file keeps its container suffix on
@@ -232,9 +246,19 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 				return gofs.ToErrno(err)
 			}
 		}
+		np.childGone(newName)
 	}
 	if err := os.Rename(filepath.Join(d.path(), src.disk), filepath.Join(np.path(), newDisk)); err != nil {
 		return gofs.ToErrno(err)
+	}
+	// An open compressed file follows its new disk name.
+	if ch := d.GetChild(name); ch != nil {
+		if bn, ok := ch.Operations().(*blobNode); ok {
+			bn.setDisk(newDisk, src.dir)
+			bn.mu.Lock()
+			bn.dir = np
+			bn.mu.Unlock()
+		}
 	}
 	return 0
 }

@@ -117,6 +117,13 @@ func (n *blobNode) commit() error {
 	if st == nil || !st.changed(n.baseSize()) {
 		return nil
 	}
+	if n.isGone() {
+		// Unlinked while open: the data go with it; free the space.
+		st.file.Truncate(0)
+		*st = *newStage(st.file, nil, 0)
+		st.size, st.baseLimit = 0, 0
+		return nil
+	}
 	p, _ := n.diskPath()
 	if p == "" {
 		return syscall.ENOENT

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/bloscfs/bloscfs/internal/ordered"
 	"sort"
 )
 
@@ -36,6 +38,18 @@ type ChunkSink interface {
 	Close() error
 }
 
+// ParallelSink is a ChunkSink whose compression can run apart from its
+// writing, so that Rewrite compresses chunks on all cores.
+type ParallelSink interface {
+	ChunkSink
+	// Compress compresses plain as AddChunk would. It is safe for
+	// concurrent use.
+	Compress(plain []byte) ([]byte, error)
+	// AddCompressed appends what Compress returned, for the next chunk of
+	// plainLen bytes.
+	AddCompressed(chunk []byte, plainLen int) error
+}
+
 // ChunkSizer is implemented by containers with a nominal chunk size for
 // new chunks.
 type ChunkSizer interface {
@@ -61,23 +75,60 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 	if cs <= 0 {
 		return fmt.Errorf("%w: container has no chunk size for rewriting", ErrUnsupported)
 	}
+	// Each new chunk is either old chunk i copied verbatim (copy >= 0) or
+	// [off, off+n) of content compressed again.
+	type job struct {
+		copy   int
+		off, n int64
+	}
+	var jobs []job
 	oldN := old.NumChunks()
-	buf := make([]byte, cs)
 	for off, i := int64(0), 0; off < size; off, i = off+cs, i+1 {
 		n := min(cs, size-off)
+		j := job{copy: -1, off: off, n: n}
 		if i < oldN && old.ChunkOffset(i) == off && old.ChunkOffset(i+1) == off+n && !touches(dirty, off, n) {
-			if err := sink.CopyChunk(i); err != nil {
+			j.copy = i
+		}
+		jobs = append(jobs, j)
+	}
+	ps, parallel := sink.(ParallelSink)
+	if !parallel {
+		buf := make([]byte, cs)
+		for _, j := range jobs {
+			if j.copy >= 0 {
+				if err := sink.CopyChunk(j.copy); err != nil {
+					return err
+				}
+				continue
+			}
+			b := buf[:j.n]
+			if err := readFull(content, b, j.off); err != nil {
 				return err
 			}
-			continue
+			if err := sink.AddChunk(b); err != nil {
+				return err
+			}
 		}
-		b := buf[:n]
-		if err := readFull(content, b, off); err != nil {
-			return err
+		return sink.Close()
+	}
+	err = ordered.Run(len(jobs), func(k int) ([]byte, error) {
+		j := jobs[k]
+		if j.copy >= 0 {
+			return nil, nil
 		}
-		if err := sink.AddChunk(b); err != nil {
-			return err
+		b := make([]byte, j.n)
+		if err := readFull(content, b, j.off); err != nil {
+			return nil, err
 		}
+		return ps.Compress(b)
+	}, func(k int, chunk []byte) error {
+		if j := jobs[k]; j.copy >= 0 {
+			return sink.CopyChunk(j.copy)
+		}
+		return ps.AddCompressed(chunk, int(jobs[k].n))
+	})
+	if err != nil {
+		return err
 	}
 	return sink.Close()
 }

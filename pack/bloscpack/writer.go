@@ -354,7 +354,19 @@ type sink struct {
 }
 
 func (s *sink) AddChunk(plain []byte) error { return s.w.AddChunk(plain) }
-func (s *sink) Close() error                { return s.w.Close() }
+
+// Compress compresses a chunk with the file's parameters; it is safe for
+// concurrent use (pack.ParallelSink).
+func (s *sink) Compress(plain []byte) ([]byte, error) { return blosc.Compress(nil, plain, s.w.p.Blosc) }
+
+// AddCompressed appends a chunk made by Compress.
+func (s *sink) AddCompressed(chunk []byte, plainLen int) error {
+	if h, err := blosc.ParseHeader(chunk); err != nil || int(h.Nbytes) != plainLen {
+		return fmt.Errorf("bloscpack: compressed chunk does not hold %d bytes", plainLen)
+	}
+	return s.w.AddRawChunk(chunk, nil)
+}
+func (s *sink) Close() error { return s.w.Close() }
 
 // CopyChunk copies chunk i and its checksum verbatim.
 func (s *sink) CopyChunk(i int) error {
@@ -373,3 +385,5 @@ func (s *sink) CopyChunk(i int) error {
 	}
 	return s.w.AddRawChunk(buf[:cb], sum)
 }
+
+var _ pack.ParallelSink = (*sink)(nil)

@@ -320,14 +320,36 @@ func (w *Writer) AddChunk(plain []byte) error {
 	if err != nil {
 		return err
 	}
-	h, err := blosc.ParseHeader(w.buf)
+	return w.AddCompressed(w.buf, len(plain))
+}
+
+// Compress compresses plain with the frame's chunk parameters, as
+// AddChunk does; it is safe for concurrent use, so that chunks can be
+// compressed in parallel and then added in order with AddCompressed.
+func (w *Writer) Compress(plain []byte) ([]byte, error) {
+	if len(plain) > maxChunkNbytes {
+		return nil, fmt.Errorf("%w: chunk of %d bytes exceeds the limit %d", pack.ErrUnsupported, len(plain), maxChunkNbytes)
+	}
+	return blosc.Compress(nil, plain, w.cp)
+}
+
+// AddCompressed appends a chunk that Compress made from plainLen bytes
+// (a special zero chunk is recorded in the index only).
+func (w *Writer) AddCompressed(chunk []byte, plainLen int) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	h, err := blosc.ParseHeader(chunk)
 	if err != nil {
 		return w.fail(fmt.Errorf("frame: compressed chunk: %w", err))
 	}
-	if h.Special() == blosc.SpecialZero && len(plain) > 0 {
-		return w.addSpecial(blosc.SpecialZero, int64(len(plain)))
+	if int(h.Nbytes) != plainLen || int(h.Cbytes) > len(chunk) {
+		return fmt.Errorf("%w: compressed chunk of %d bytes for %d", pack.ErrFormat, h.Nbytes, plainLen)
 	}
-	return w.addStored(w.buf, h)
+	if h.Special() == blosc.SpecialZero && plainLen > 0 {
+		return w.addSpecial(blosc.SpecialZero, int64(plainLen))
+	}
+	return w.addStored(chunk[:h.Cbytes], h)
 }
 
 // AddRawChunk appends a complete Blosc2 chunk verbatim (special chunks
@@ -605,5 +627,15 @@ func (s *sink) CopyChunk(i int) error {
 // AddChunk compresses a new chunk with the source's parameters.
 func (s *sink) AddChunk(plain []byte) error { return s.w.AddChunk(plain) }
 
+// Compress compresses a chunk for AddCompressed (pack.ParallelSink).
+func (s *sink) Compress(plain []byte) ([]byte, error) { return s.w.Compress(plain) }
+
+// AddCompressed appends a chunk made by Compress.
+func (s *sink) AddCompressed(chunk []byte, plainLen int) error {
+	return s.w.AddCompressed(chunk, plainLen)
+}
+
 // Close completes the frame.
 func (s *sink) Close() error { return s.w.Close() }
+
+var _ pack.ParallelSink = (*sink)(nil)
