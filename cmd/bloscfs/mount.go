@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	rdebug "runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -128,6 +129,12 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		}
 		return daemonize(append(child, "--", src, mnt), stderr)
 	}
+	// Decoded blocks are garbage once evicted; without a limit the Go heap
+	// grows to about twice the live cache before collecting. Keep it near
+	// the cache size (unless GOMEMLIMIT says otherwise).
+	if os.Getenv("GOMEMLIMIT") == "" {
+		rdebug.SetMemoryLimit(o.CacheSize + 48<<20)
+	}
 	notify := notifier()
 	logger, closeLog, err := openLog(*logFile, notify != nil, stderr)
 	if err != nil {
@@ -148,15 +155,16 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		for s := range sigs {
+			logger.Printf("%v: unmounting %s", s, pos[1])
 			if err := server.Unmount(); err != nil {
-				logger.Printf("%v: could not unmount %s: %v (close the files open there and try again)", s, pos[1], err)
+				logger.Printf("could not unmount %s: %v (close the files open there and try again)", pos[1], err)
 				continue
 			}
-			logger.Printf("%v: unmounted %s", s, pos[1])
 			return
 		}
 	}()
 	server.Wait()
+	logger.Printf("unmounted %s", pos[1])
 	return nil
 }
 

@@ -869,8 +869,10 @@ func (f *Frame) makeInfo() {
 		}
 		if c, err := f.cr.Chunk(i); err == nil {
 			in.Blocksize = c.BlockSize()
-			if !c.Memcpyed() {
-				in.Codec = blosc.CodecName(c.Codec())
+			// The chunk is the authority, except that its format
+			// number cannot tell lz4hc from lz4: the header can.
+			if cc := c.Codec(); !c.Memcpyed() && !(cc == blosc.CodecLZ4 && h.codec() == blosc.CodecLZ4HC) {
+				in.Codec = blosc.CodecName(cc)
 			}
 			in.Filters, in.FiltersMeta = c.Filters, c.FiltersMeta
 		}
