@@ -1,0 +1,395 @@
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestCorruptAndInvalid reads the broken fixtures: one whose header parses
+// but whose chunk 0 fails its checksum is shown decompressed under its
+// stem and gives EIO, with a log line naming file and chunk, and the
+// daemon keeps serving; files that do not parse are shown raw under their
+// own names.
+func TestCorruptAndInvalid(t *testing.T) {
+	requireTool(t, "cat")
+	src := copyFixtures(t)
+	m := mountDaemon(t, src)
+	fxs := loadFixtures(t)
+	names := viewNames(t, src)
+
+	bad := m.path("invalid_blp_bad_checksum")
+	if _, err := os.Stat(m.path("invalid_blp_bad_checksum.blp")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("invalid_blp_bad_checksum.blp visible under its full name (stat: %v); it parses, so it is shown as its stem", err)
+	}
+	for range 2 {
+		b, err := os.ReadFile(bad)
+		if !errors.Is(err, syscall.EIO) {
+			t.Errorf("reading %s: %d bytes, %v; want EIO", bad, len(b), err)
+		}
+	}
+	r := runProg(cmdTimeout, "cat", bad)
+	if r.code == 0 || !strings.Contains(string(r.stderr), "Input/output error") {
+		t.Errorf("cat %s: %v; want a failure with Input/output error", bad, r)
+	}
+	var line string
+	for _, l := range strings.Split(m.logText(), "\n") {
+		if strings.Contains(l, "invalid_blp_bad_checksum.blp") && strings.Contains(l, "chunk 0") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Errorf("no log line names invalid_blp_bad_checksum.blp and chunk 0:\n%s", m.logText())
+	} else {
+		t.Logf("log: %s", line)
+	}
+
+	// The daemon keeps serving.
+	good := fixtureByName(t, fxs, "codec_zstd.blp")
+	if b, err := os.ReadFile(m.path("codec_zstd")); err != nil || sha(b) != good.PlainSHA {
+		t.Errorf("after the EIO, codec_zstd reads %d bytes, %v (sha %s, want %s)", len(b), err, sha(b), good.PlainSHA)
+	}
+
+	// Files that do not parse: raw, under their own names, logged.
+	raw := 0
+	for _, fx := range fxs {
+		if !fx.IsInvalid || isContainer(fx.Path) {
+			continue
+		}
+		raw++
+		want, err := os.ReadFile(fx.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := names[fx.Name]; e.view != fx.Name || e.compressed {
+			t.Errorf("%s: expected view %+v", fx.Name, e)
+		}
+		got, err := os.ReadFile(m.path(fx.Name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s through the mount: %d bytes, %v; want its %d raw bytes", fx.Name, len(got), err, len(want))
+		}
+	}
+	if raw < 5 {
+		t.Errorf("only %d fixtures fail to parse", raw)
+	}
+	if !strings.Contains(m.logText(), "invalid_bad_magic.b2frame: shown raw") {
+		t.Errorf("no log line for invalid_bad_magic.b2frame being shown raw:\n%s", m.logText())
+	}
+	if _, err := os.Stat(m.path("invalid_bad_magic")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("invalid_bad_magic (stem of a file that does not parse) exists: %v", err)
+	}
+}
+
+// TestMountBusyMountpoint mounts twice on one mountpoint: the second
+// `bloscfs mount` exits 1 with one line naming the mountpoint, and the
+// first mount keeps working.
+func TestMountBusyMountpoint(t *testing.T) {
+	src := copyFixtures(t)
+	m := mountDaemon(t, src)
+	r := runProg(30*time.Second, bin, "mount", "--log", filepath.Join(t.TempDir(), "log2"), src, m.dir)
+	msg := strings.TrimSpace(string(r.stderr))
+	if r.code != 1 || !strings.Contains(msg, m.dir) || !strings.Contains(msg, "busy") || strings.Contains(msg, "\n") {
+		t.Errorf("second mount on %s: %v; want exit 1 and one line naming the mountpoint as busy", m.dir, r)
+	}
+	// The second daemon reported its error; give it time to exit.
+	for deadline := time.Now().Add(5 * time.Second); countServers(m.dir) > 1 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := countServers(m.dir); n != 1 {
+		t.Errorf("%d processes serve %s after the failed mount, want 1", n, m.dir)
+	}
+	fx := fixtureByName(t, loadFixtures(t), "codec_lz4.blp")
+	if b, err := os.ReadFile(m.path("codec_lz4")); err != nil || sha(b) != fx.PlainSHA {
+		t.Errorf("first mount after the failed second one: %d bytes, %v", len(b), err)
+	}
+}
+
+// countServers counts the processes serving mnt.
+func countServers(mnt string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && servesMount(cmdline(pid), mnt) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReadOnly mounts with -o ro and with --read-only: creating, writing
+// and removing fail with EROFS and the source is untouched; reads work and
+// the log gets the "serving" line.
+func TestReadOnly(t *testing.T) {
+	requireTool(t, "touch")
+	for _, flags := range [][]string{{"-o", "ro"}, {"--read-only"}} {
+		t.Run(strings.Join(flags, ""), func(t *testing.T) {
+			src := copyFixtures(t)
+			m := mountDaemon(t, src, flags...)
+			if !slices.Contains(mountOptions(m.dir), "ro") {
+				t.Errorf("/proc/mounts options of %s: %v, want ro", m.dir, mountOptions(m.dir))
+			}
+			r := runProg(cmdTimeout, "touch", m.path("newfile"))
+			if r.code == 0 || !strings.Contains(string(r.stderr), "Read-only file system") {
+				t.Errorf("touch on a read-only mount: %v; want Read-only file system", r)
+			}
+			if err := os.WriteFile(m.path("newfile2"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+				t.Errorf("create: %v, want EROFS", err)
+			}
+			if f, err := os.OpenFile(m.path("MANIFEST.tsv"), os.O_WRONLY, 0); !errors.Is(err, syscall.EROFS) {
+				t.Errorf("open a plain file for writing: %v, want EROFS", err)
+				if f != nil {
+					f.Close()
+				}
+			}
+			if f, err := os.OpenFile(m.path("codec_zstd"), os.O_RDWR, 0); !errors.Is(err, syscall.EROFS) {
+				t.Errorf("open a compressed file for writing: %v, want EROFS", err)
+				if f != nil {
+					f.Close()
+				}
+			}
+			if err := os.Remove(m.path("codec_zstd")); !errors.Is(err, syscall.EROFS) {
+				t.Errorf("unlink: %v, want EROFS", err)
+			}
+			if err := os.Mkdir(m.path("d"), 0o755); !errors.Is(err, syscall.EROFS) {
+				t.Errorf("mkdir: %v, want EROFS", err)
+			}
+			for _, n := range []string{"newfile", "newfile2", "newfile.b2frame", "newfile2.b2frame", "d"} {
+				if _, err := os.Lstat(filepath.Join(src, n)); err == nil {
+					t.Errorf("%s appeared in the source of a read-only mount", n)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(src, "codec_zstd.blp")); err != nil {
+				t.Errorf("source file gone: %v", err)
+			}
+			fx := fixtureByName(t, loadFixtures(t), "codec_zstd.blp")
+			if b, err := os.ReadFile(m.path("codec_zstd")); err != nil || sha(b) != fx.PlainSHA {
+				t.Errorf("read on a read-only mount: %d bytes, %v", len(b), err)
+			}
+			if want := "serving " + src + " at " + m.dir; !strings.Contains(m.logText(), want) {
+				t.Errorf("--log file has no %q:\n%s", want, m.logText())
+			}
+		})
+	}
+}
+
+// TestForegroundSIGTERM runs `bloscfs mount -f`, reads through it, sends
+// SIGTERM: the process unmounts, logs it and exits 0.
+func TestForegroundSIGTERM(t *testing.T) {
+	src := copyFixtures(t)
+	m := mountForeground(t, bin, src)
+	fx := fixtureByName(t, loadFixtures(t), "default_api_f64.blp")
+	if b, err := os.ReadFile(m.path("default_api_f64")); err != nil || sha(b) != fx.PlainSHA {
+		t.Errorf("read through the -f mount: %d bytes, %v", len(b), err)
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !m.waitExit(15 * time.Second) {
+		t.Fatal("bloscfs mount -f still runs 15s after SIGTERM")
+	}
+	if m.exitErr != nil {
+		out, _ := os.ReadFile(m.stderr)
+		t.Errorf("bloscfs mount -f exited with %v after SIGTERM, want 0:\n%s", m.exitErr, out)
+	}
+	if isMounted(m.dir) {
+		t.Errorf("%s still mounted after SIGTERM", m.dir)
+	}
+	if !strings.Contains(m.logText(), "unmounted "+m.dir) {
+		t.Errorf("the log does not say the mount was unmounted:\n%s", m.logText())
+	}
+}
+
+// TestAllowOther checks that another user (nobody) cannot read a default
+// mount but can read one made with -o allow_other, which also carries
+// default_permissions.
+func TestAllowOther(t *testing.T) {
+	requireTool(t, "cat")
+	uid, gid := uint32(65534), uint32(65534)
+	if u, err := user.Lookup("nobody"); err == nil {
+		if v, err := strconv.Atoi(u.Uid); err == nil {
+			uid = uint32(v)
+		}
+		if v, err := strconv.Atoi(u.Gid); err == nil {
+			gid = uint32(v)
+		}
+	}
+	fx := fixtureByName(t, loadFixtures(t), "codec_lz4.blp")
+	catAs := func(path string) result {
+		cmd := exec.Command("cat", path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err := cmd.Run()
+		code := -1
+		if cmd.ProcessState != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		return result{stdout: so.Bytes(), stderr: se.Bytes(), err: err, code: code}
+	}
+	// nobody must be able to walk down to the mountpoints.
+	openUp := func(m *mount) {
+		for d := filepath.Dir(m.dir); d != os.TempDir() && d != "/" && len(d) > 1; d = filepath.Dir(d) {
+			os.Chmod(d, 0o755)
+		}
+	}
+	src := copyFixtures(t)
+
+	plain := mountDaemon(t, src)
+	openUp(plain)
+	if r := catAs(plain.path("codec_lz4")); r.code == 0 || !strings.Contains(string(r.stderr), "Permission denied") {
+		t.Errorf("nobody reading a mount without allow_other: %v; want Permission denied", r)
+	}
+
+	m := mountDaemon(t, src, "-o", "allow_other")
+	openUp(m)
+	opts := mountOptions(m.dir)
+	for _, want := range []string{"allow_other", "default_permissions"} {
+		if !slices.Contains(opts, want) {
+			t.Errorf("/proc/mounts options of %s: %v; want %s", m.dir, opts, want)
+		}
+	}
+	r := catAs(m.path("codec_lz4"))
+	if r.err != nil || sha(r.stdout) != fx.PlainSHA {
+		t.Errorf("nobody reading with allow_other: %v, %d bytes (sha %s, want %s)", r, len(r.stdout), sha(r.stdout), fx.PlainSHA)
+	}
+	// default_permissions: the source's mode bits apply to nobody.
+	if err := os.Chmod(filepath.Join(src, "codec_zstd.blp"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := catAs(m.path("codec_zstd")); r.code == 0 {
+		t.Errorf("nobody read a 0600 root file through allow_other,default_permissions: %v", r)
+	}
+}
+
+// TestStatfsLsXattrs checks df (statfs reports the source filesystem),
+// ls -l (plain sizes) and the user.bloscfs.* extended attributes.
+func TestStatfsLsXattrs(t *testing.T) {
+	requireTool(t, "df")
+	requireTool(t, "ls")
+	src := copyFixtures(t)
+	m := mountDaemon(t, src)
+	fxs := loadFixtures(t)
+	names := viewNames(t, src)
+
+	// df: the mount's size is the source filesystem's.
+	out := mustRun(t, "df", "-P", "-k", m.dir)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) < 6 || f[5] != m.dir {
+		t.Fatalf("df -P %s:\n%s", m.dir, out)
+	}
+	kb, _ := strconv.ParseInt(f[1], 10, 64)
+	var sm, ss unix.Statfs_t
+	if err := unix.Statfs(m.dir, &sm); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Statfs(src, &ss); err != nil {
+		t.Fatal(err)
+	}
+	if kb <= 0 || sm.Blocks != ss.Blocks || sm.Bsize != ss.Bsize {
+		t.Errorf("df shows %d KiB; statfs of the mount %d blocks of %d, of the source %d of %d", kb, sm.Blocks, sm.Bsize, ss.Blocks, ss.Bsize)
+	}
+
+	// ls -l: the plain size of every compressed file.
+	out = mustRun(t, "ls", "-ln", "--time-style=+", m.dir)
+	sizes := map[string]int64{}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 6 && strings.HasPrefix(f[0], "-") {
+			n, _ := strconv.ParseInt(f[4], 10, 64)
+			sizes[f[len(f)-1]] = n
+		}
+	}
+	checked := 0
+	for _, fx := range fxs {
+		if !fx.ValidPlain {
+			continue
+		}
+		view := names[diskName(fx)].view
+		want := fx.PlainSize
+		if fx.Kind == "b2nd" {
+			want = int64(len(unpacked(t, fx.Path)))
+		}
+		if got, ok := sizes[view]; !ok || got != want {
+			t.Errorf("ls -l %s: size %d (listed %v), want %d", view, got, ok, want)
+		}
+		checked++
+	}
+
+	// user.bloscfs.* attributes against the manifest.
+	xattr := func(path, name string) string {
+		buf := make([]byte, 256)
+		n, err := unix.Getxattr(path, "user.bloscfs."+name, buf)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return string(buf[:n])
+	}
+	cases := []struct {
+		disk  string
+		attrs map[string]string
+	}{
+		{"codec_zstd_l5.b2frame", map[string]string{"format": "b2frame", "codec": "zstd", "clevel": "5", "typesize": "8", "filters": "shuffle", "chunksize": "65536"}},
+		{"filter_bitshuffle.b2frame", map[string]string{"filters": "bitshuffle"}},
+		{"checksum_sha256.blp", map[string]string{"checksum": "sha256", "codec": "blosclz"}},
+		{"chunks_5000.b2frame", map[string]string{"chunks": "5000", "chunksize": "256", "typesize": "4", "codec": "blosclz"}},
+		{"sparse_frame.b2frame", map[string]string{"chunks": "4"}},
+		{"nd_i32_2d.b2nd", map[string]string{"codec": "lz4", "typesize": "4"}},
+	}
+	for _, c := range cases {
+		fx := fixtureByName(t, fxs, c.disk)
+		p := m.path(names[c.disk].view)
+		for k, want := range c.attrs {
+			if got := xattr(p, k); got != want {
+				t.Errorf("%s user.bloscfs.%s = %q, want %q", p, k, got, want)
+			}
+		}
+		if fx.Kind != "b2nd" {
+			if got := xattr(p, "size"); got != strconv.FormatInt(fx.PlainSize, 10) {
+				t.Errorf("%s user.bloscfs.size = %q, want %d", p, got, fx.PlainSize)
+			}
+		}
+		if !fx.IsDir {
+			st, _ := os.Stat(fx.Path)
+			if got := xattr(p, "compressed_size"); got != strconv.FormatInt(st.Size(), 10) {
+				t.Errorf("%s user.bloscfs.compressed_size = %q, want the source's %d", p, got, st.Size())
+			}
+		}
+		buf := make([]byte, 4096)
+		n, err := unix.Listxattr(p, buf)
+		if err != nil || !slices.Contains(strings.Split(string(buf[:n]), "\x00"), "user.bloscfs.format") {
+			t.Errorf("listxattr %s: %q, %v; want user.bloscfs.format among them", p, buf[:max(n, 0)], err)
+		}
+	}
+	// Blosc2 frames record codec (lz4 and lz4hc apart, unlike Blosc1
+	// chunks and Bloscpack files), clevel and typesize in their header:
+	// every frame fixture's attributes match the parameters it was
+	// written with.
+	frames := 0
+	for _, fx := range fxs {
+		if fx.Kind != "b2frame" && fx.Kind != "sframe" {
+			continue
+		}
+		p := m.path(names[diskName(fx)].view)
+		for _, k := range []string{"codec", "clevel", "typesize"} {
+			if want, ok := fx.Params[k]; ok {
+				if got := xattr(p, k); got != want {
+					t.Errorf("%s user.bloscfs.%s = %q; %s was written with %s=%s", p, k, got, fx.Name, k, want)
+				}
+			}
+		}
+		frames++
+	}
+	t.Logf("ls -l sizes of %d files, xattrs of %d files and %d frames", checked, len(cases), frames)
+}
