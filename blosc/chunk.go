@@ -183,6 +183,9 @@ func (c *Chunk) parseVL() error {
 	c.vlOff = make([]int64, c.nblocks+1)
 	var b [4]byte
 	for i, s := range c.bstarts {
+		if c.bends[i]-s < 4 {
+			return fmt.Errorf("%w: VL block %d has %d bytes, less than its size field", ErrCorrupt, i, c.bends[i]-s)
+		}
 		if err := c.readAt(b[:], int64(s)); err != nil {
 			return err
 		}

@@ -257,8 +257,10 @@ func dictZstdDecoder(dict []byte) (*zstd.Decoder, error) {
 		return nil, err
 	}
 	if len(zstdDictDecs) >= maxZstdDictDecoders {
-		for k, old := range zstdDictDecs {
-			old.Close()
+		// Forget one; it may still be decoding in another goroutine, so
+		// it is not closed (DecodeAll-only decoders hold no goroutines,
+		// and the garbage collector frees it).
+		for k := range zstdDictDecs {
 			delete(zstdDictDecs, k)
 			break
 		}

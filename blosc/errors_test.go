@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 )
@@ -161,5 +165,73 @@ func TestInvalidFixtures(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("saw %d invalid chunk fixtures, have expectations for %d", seen, len(want))
+	}
+}
+
+// TestReviewPanics holds two crafted chunks that used to panic: a VL
+// block shorter than its size field, and delta on a block shorter than
+// one word.
+func TestReviewPanics(t *testing.T) {
+	vl := extHeader(VersionVLBlocks, flagDontSplit|1<<5, 1, 10, 2, [6]byte{}, flags2VLBlocks, 0)
+	vl = binary.LittleEndian.AppendUint32(vl, 40)
+	vl = binary.LittleEndian.AppendUint32(vl, 41)
+	vl = append(vl, make([]byte, 8)...)
+	if _, err := Decompress(finish(vl)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("short VL block: %v", err)
+	}
+	// Delta with typesize 8 over a 4-byte chunk (one block shorter than
+	// a word): decodes, without a panic.
+	d := extHeader(VersionStable, flagDontSplit, 8, 4, 4, [6]byte{0, 0, 0, 0, FilterDelta, 0}, 0, 0)
+	d = binary.LittleEndian.AppendUint32(d, 36)
+	d = binary.LittleEndian.AppendUint32(d, 4)
+	d = append(d, 1, 2, 3, 4)
+	if got, err := Decompress(finish(d)); err != nil || !bytes.Equal(got, []byte{1, 2, 3, 4}) {
+		t.Errorf("short delta block: %v, %v", got, err)
+	}
+}
+
+// TestZstdDictEviction decodes chunks with more distinct dictionaries
+// than the decoder cache holds, from several goroutines: evicting a
+// decoder must not break one in use (it used to hang).
+func TestZstdDictEviction(t *testing.T) {
+	var chunks [][]byte
+	var plains [][]byte
+	for k := 0; k < maxZstdDictDecoders+40; k++ {
+		dict := bytes.Repeat([]byte{byte(k), byte(k >> 8), 'd', 'i', 'c', 't'}, 20)
+		plain := bytes.Repeat([]byte{byte(k), 'x', 'y'}, 300)
+		enc, _ := zstd.NewWriter(nil, zstd.WithEncoderDictRaw(0, dict), zstd.WithEncoderConcurrency(1))
+		stream := enc.EncodeAll(plain, nil)
+		c := extHeader(VersionStable, flagDontSplit|4<<5, 1, len(plain), len(plain), [6]byte{}, 0, b2flagDict)
+		c = binary.LittleEndian.AppendUint32(c, uint32(32+4+4+len(dict)))
+		c = binary.LittleEndian.AppendUint32(c, uint32(len(dict)))
+		c = append(c, dict...)
+		c = binary.LittleEndian.AppendUint32(c, uint32(len(stream)))
+		chunks = append(chunks, finish(append(c, stream...)))
+		plains = append(plains, plain)
+	}
+	done := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for rep := 0; rep < 3; rep++ {
+				for k := range chunks {
+					got, err := Decompress(chunks[(k+g*7)%len(chunks)])
+					if err != nil || !bytes.Equal(got, plains[(k+g*7)%len(chunks)]) {
+						done <- fmt.Errorf("chunk %d: %v", k, err)
+						return
+					}
+				}
+			}
+			done <- nil
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("decoding hangs")
+		}
 	}
 }

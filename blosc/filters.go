@@ -143,6 +143,9 @@ func deltaWord(typesize int) int {
 func deltaDecode0(b []byte, typesize int) {
 	w := deltaWord(typesize)
 	nw := len(b) / w
+	if nw < 2 {
+		return // no word to undo (a block shorter than a word is untouched)
+	}
 	switch w {
 	case 8:
 		prev := binary.LittleEndian.Uint64(b)

@@ -221,7 +221,7 @@ func ParseHeader(b []byte) (Header, error) {
 			return h, fmt.Errorf("%w: nbytes %d exceeds the Blosc2 limit", ErrCorrupt, h.Nbytes)
 		}
 	} else {
-		if h.Version > VersionBlosc1 && h.Version > maxKnownVersion {
+		if h.Version > maxKnownVersion {
 			return h, fmt.Errorf("%w: format version %d", ErrUnsupported, h.Version)
 		}
 		if h.Flags&flagShuffle != 0 {
