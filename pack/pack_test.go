@@ -89,3 +89,24 @@ func BenchmarkReadAt4KCached(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkReadAt64KCached measures a cached read spanning several
+// blocks: it must not allocate either.
+func BenchmarkReadAt64KCached(b *testing.B) {
+	plain := testPlain(8 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 16 << 10}
+	p.Filters[5] = blosc.FilterShuffle
+	r := NewChunkReader("mem", newMemSource(b, plain, 1<<20, p), cache.New[BlockKey](64<<20))
+	buf := make([]byte, 64<<10)
+	r.ReadAt(make([]byte, len(plain)), 0)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(buf)))
+	i := 0
+	for b.Loop() {
+		off := int64(i*40961) % int64(len(plain)-len(buf))
+		if _, err := r.ReadAt(buf, off); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

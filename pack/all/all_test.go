@@ -143,3 +143,60 @@ func BenchmarkUnpackVsDecode(b *testing.B) {
 	b.ReportMetric(unpack/decode, "unpack/decode")
 	b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "cores")
 }
+
+// TestPiecesBounded: a tiny frame of huge special chunks is read in
+// bounded pieces (it used to allocate whole chunks, gigabytes each).
+func TestPiecesBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "zeros.b2frame")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunk = 1 << 30
+	w, err := frame.NewWriter(f, frame.Params{Chunk: blosc.DefaultParams(8), ChunkSize: chunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := w.AddSpecial(frame.SpecialZero, chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	v, err := OpenView(path, pack.NoCache{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var total int64
+	for _, p := range v.pieces() {
+		if p.Len > pieceMax {
+			t.Fatalf("piece of %d bytes", p.Len)
+		}
+		total += p.Len
+	}
+	if total != 2*chunk {
+		t.Fatalf("pieces cover %d bytes", total)
+	}
+	if testing.Short() {
+		return
+	}
+	n, err := v.WriteTo(zeroCheck{t})
+	if err != nil || n != 2*chunk {
+		t.Fatalf("WriteTo: %d, %v", n, err)
+	}
+}
+
+type zeroCheck struct{ t *testing.T }
+
+func (z zeroCheck) Write(p []byte) (int, error) {
+	for _, b := range p {
+		if b != 0 {
+			z.t.Fatal("non-zero byte")
+		}
+	}
+	return len(p), nil
+}

@@ -51,18 +51,30 @@ func OpenView(path string, cache pack.BlockCache) (*View, error) {
 	return v, nil
 }
 
-// pieces splits the view into read units: groups of whole chunks of about
+// pieceMax bounds one read unit of WriteTo, so that what is in flight
+// (two per core) stays bounded whatever the chunks claim to hold.
+const pieceMax = 8 << 20
+
+// pieces splits the view into read units: whole chunks grouped to about
 // 4 MiB when the view is the container itself (so that no block is
-// decoded twice), else 8 MiB.
+// decoded twice), a chunk larger than pieceMax in pieceMax parts, and
+// pieceMax parts of other views.
 func (v *View) pieces() []pack.Range {
 	var out []pack.Range
+	split := func(off, end int64) {
+		for ; off < end; off += pieceMax {
+			out = append(out, pack.Range{Off: off, Len: min(pieceMax, end-off)})
+		}
+	}
 	if src, ok := v.Container.(pack.ChunkSource); ok && !v.NPY {
 		const target = 4 << 20
 		start := int64(0)
 		for i := 1; i <= src.NumChunks(); i++ {
 			end := src.ChunkOffset(i)
 			if end-start >= target || i == src.NumChunks() {
-				if end > start {
+				if end-start > pieceMax {
+					split(start, end)
+				} else if end > start {
 					out = append(out, pack.Range{Off: start, Len: end - start})
 				}
 				start = end
@@ -70,10 +82,7 @@ func (v *View) pieces() []pack.Range {
 		}
 		return out
 	}
-	const step = 8 << 20
-	for off := int64(0); off < v.Size; off += step {
-		out = append(out, pack.Range{Off: off, Len: min(step, v.Size-off)})
-	}
+	split(0, v.Size)
 	return out
 }
 

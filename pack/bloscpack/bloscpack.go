@@ -125,7 +125,7 @@ type File struct {
 	offsets    []int64 // file offset of each chunk
 	plainOffs  []int64 // plain offset of each chunk, len n+1
 	verify     bool
-	first      *blosc.Chunk
+	first      *blosc.Header
 	firstOnce  sync.Once
 }
 
@@ -430,11 +430,20 @@ func (f *File) OpenChunk(i int) (*blosc.Chunk, error) {
 // Size returns the plain size.
 func (f *File) Size() int64 { return f.plainOffs[len(f.plainOffs)-1] }
 
-// firstChunk returns the parsed first chunk, for Info and new chunks.
-func (f *File) firstChunk() *blosc.Chunk {
+// firstChunk returns the header of the first chunk, for Info and new
+// chunks; it reads 16 bytes, not the chunk (listing a directory of
+// Bloscpack files must not read and hash every first chunk).
+func (f *File) firstChunk() *blosc.Header {
 	f.firstOnce.Do(func() {
-		if len(f.offsets) > 0 {
-			f.first, _ = f.Chunk(0)
+		if len(f.offsets) == 0 {
+			return
+		}
+		var hb [blosc.MinHeaderLen]byte
+		if err := f.readAt(hb[:], f.offsets[0], "chunk 0 header"); err != nil {
+			return
+		}
+		if h, err := blosc.ParseHeader(hb[:]); err == nil {
+			f.first = &h
 		}
 	})
 	return f.first
@@ -449,7 +458,7 @@ func (f *File) Info() pack.Info {
 		Checksum: Checksums[h.Checksum].Name,
 	}
 	if c := f.firstChunk(); c != nil {
-		in.Blocksize = c.BlockSize()
+		in.Blocksize = int(c.Blocksize)
 		in.Codec = blosc.CodecName(c.Codec())
 		in.Filters, in.FiltersMeta = c.Filters, c.FiltersMeta
 		if in.Typesize == 0 {
