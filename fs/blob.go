@@ -123,22 +123,34 @@ func (n *blobNode) isGone() bool {
 }
 
 // diskPath returns the source path of the container, "" if the node has
-// left the tree.
+// left the tree or its name no longer shows a compressed file. The disk
+// name is resolved from the node's view name each time: the source may
+// have been renamed behind the mount, and a node found again by its
+// identity keeps its old fields.
 func (n *blobNode) diskPath() (string, bool) {
-	_, parent := n.Parent()
+	name, parent := n.Parent()
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.gone {
+	gone, disk, sparse, dir := n.gone, n.disk, n.sparse, n.dir
+	n.mu.Unlock()
+	if gone {
 		return "", false
 	}
 	if parent == nil {
-		if n.dir == nil {
+		if dir == nil {
 			return "", false
 		}
 		// Not linked into the tree yet (within Create).
-		parent = &n.dir.Inode
+		return filepath.Join(dir.path(), disk), sparse
 	}
-	return filepath.Join(n.fs.diskPath(parent), n.disk), n.sparse
+	dn, ok := parent.Operations().(*dirNode)
+	if !ok {
+		return "", false
+	}
+	e, errno := dn.resolve(name)
+	if errno != 0 || !e.compressed {
+		return "", false
+	}
+	return filepath.Join(dn.path(), e.disk), e.dir
 }
 
 func (n *blobNode) stat() (string, *syscall.Stat_t, *probe, syscall.Errno) {

@@ -87,14 +87,13 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return d.LoopbackNode.Lookup(ctx, e.disk, out)
 	}
 	n := &blobNode{fs: d.fs, disk: e.disk, sparse: e.dir, dir: d}
-	id := gofs.StableAttr{Mode: syscall.S_IFREG, Ino: d.fs.blobIno(&st)}
+	id := d.fs.blobID(p, &st)
 	child := d.NewInode(ctx, n, id)
-	if bn, ok := child.Operations().(*blobNode); ok && bn != n {
-		bn.setDisk(e.disk, e.dir) // an existing node: the name may have changed
-	}
 	fillAttr(&out.Attr, &st, pr)
 	out.Ino = id.Ino
-	out.SetEntryTimeout(d.fs.opts.CompressedTimeout)
+	// The name depends on its siblings (collisions): cache it briefly;
+	// the attributes change only through the mount: cache them long.
+	out.SetEntryTimeout(d.fs.opts.AttrTimeout)
 	out.SetAttrTimeout(d.fs.opts.CompressedTimeout)
 	return child, 0
 }
@@ -126,7 +125,7 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHan
 		st := stats[e.disk]
 		mode, ino := st.Mode&syscall.S_IFMT, d.fs.idFromStat(st).Ino
 		if e.compressed {
-			mode, ino = syscall.S_IFREG, d.fs.blobIno(st)
+			mode, ino = syscall.S_IFREG, d.fs.blobID(filepath.Join(dir, e.disk), st).Ino
 		}
 		list = append(list, fuse.DirEntry{Name: e.view, Mode: mode, Ino: ino})
 	}
@@ -221,10 +220,16 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 		return errno
 	}
 	newDisk := newName
-	if src.compressed && src.view != src.disk {
-		// The view name is the stem: put the suffix back.
-		suffix := src.disk[len(src.disk)-(len(src.disk)-len(stemOf(src.disk))):]
-		newDisk = stemFor(newName, src.disk) + suffix
+	if src.compressed {
+		if _, named := stemView(newName); !named {
+			// Keep the container suffix on disk.
+			newDisk = stemFor(newName, src.disk) + src.disk[len(stemOf(src.disk)):]
+			if v, _ := stemView(newDisk); v != newName {
+				// A .b2nd is shown as NAME.npy: y would come back as y.npy.
+				d.fs.opts.Logger.Printf("%s: refused: renaming an array's .npy view to %q, which does not end in .npy", filepath.Join(d.path(), src.disk), newName)
+				return syscall.EINVAL
+			}
+		}
 	}
 	if flags&unix.RENAME_EXCHANGE != 0 {
 		if newDisk != newName {
@@ -370,7 +375,14 @@ func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name stri
 		if sparse {
 			return nil, syscall.EPERM // directories cannot be hard-linked
 		}
-		disk := stemFor(name, filepath.Base(src)) + filepath.Base(src)[len(stemOf(filepath.Base(src))):]
+		base := filepath.Base(src)
+		disk := name
+		if _, named := stemView(name); !named {
+			disk = stemFor(name, base) + base[len(stemOf(base)):]
+			if v, _ := stemView(disk); v != name {
+				return nil, syscall.EINVAL // an array's view must keep its .npy
+			}
+		}
 		if err := os.Link(src, filepath.Join(d.path(), disk)); err != nil {
 			return nil, gofs.ToErrno(err)
 		}

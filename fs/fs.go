@@ -18,6 +18,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +30,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a mount.
@@ -90,12 +92,24 @@ type FS struct {
 	// across the rename of a recompression, which gives the disk file a
 	// new one (and frees the old one for reuse).
 	inoMu  sync.Mutex
-	inoMap map[uint64]uint64 // derived disk inode → the node's inode
+	inoMap map[gofs.StableAttr]gofs.StableAttr // disk identity → the node's
 }
 
-// blobIno returns the inode number of a compressed file's node.
-func (f *FS) blobIno(st *syscall.Stat_t) uint64 {
-	d := f.idFromStat(st).Ino
+// diskID returns the identity of a disk file: the inode number as the
+// loopback composes it and, as generation, its birth time, so that a
+// recycled inode number is a new identity.
+func (f *FS) diskID(path string, st *syscall.Stat_t) gofs.StableAttr {
+	id := gofs.StableAttr{Mode: syscall.S_IFREG, Ino: f.idFromStat(st).Ino, Gen: 1}
+	var stx unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx) == nil && stx.Mask&unix.STATX_BTIME != 0 {
+		id.Gen = uint64(stx.Btime.Sec)*1e9 + uint64(stx.Btime.Nsec)
+	}
+	return id
+}
+
+// blobID returns the identity of a compressed file's node.
+func (f *FS) blobID(path string, st *syscall.Stat_t) gofs.StableAttr {
+	d := f.diskID(path, st)
 	f.inoMu.Lock()
 	defer f.inoMu.Unlock()
 	if s, ok := f.inoMap[d]; ok {
@@ -104,19 +118,19 @@ func (f *FS) blobIno(st *syscall.Stat_t) uint64 {
 	return d
 }
 
-// remapIno records that the file with stat st now holds the node whose
-// inode number is ino (after a recompression replaced its disk file).
-func (f *FS) remapIno(st *syscall.Stat_t, ino uint64) {
-	d := f.idFromStat(st).Ino
+// remapID records that the disk file at path now holds the node whose
+// identity is id (after a recompression replaced its disk file).
+func (f *FS) remapID(path string, st *syscall.Stat_t, id gofs.StableAttr) {
+	d := f.diskID(path, st)
 	f.inoMu.Lock()
 	defer f.inoMu.Unlock()
 	for k, v := range f.inoMap {
-		if v == ino {
+		if v == id {
 			delete(f.inoMap, k)
 		}
 	}
-	if d != ino {
-		f.inoMap[d] = ino
+	if d != id {
+		f.inoMap[d] = id
 	}
 }
 
@@ -152,7 +166,7 @@ func New(source string, opts Options) (gofs.InodeEmbedder, *FS, error) {
 	if err := blosc.ValidateParams(opts.NewParams); err != nil && opts.NewFormat != NewPlain {
 		return nil, nil, fmt.Errorf("parameters for new files: %w", err)
 	}
-	f := &FS{opts: opts, source: abs, cache: cache.New[pack.BlockKey](opts.CacheSize), token: newToken(), inoMap: map[uint64]uint64{}}
+	f := &FS{opts: opts, source: abs, cache: cache.New[pack.BlockKey](opts.CacheSize), token: newToken(), inoMap: map[gofs.StableAttr]gofs.StableAttr{}}
 	f.probes, _ = lru.New[probeKey, *probe](1 << 16)
 	f.root = &gofs.LoopbackRoot{Path: abs, Dev: uint64(st.Dev)}
 	f.root.NewNode = f.newNode
@@ -259,8 +273,17 @@ func checkMountpoint(mnt, source string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("mountpoint %s: not a directory", abs)
 	}
-	if rel, err := filepath.Rel(source, abs); err == nil && rel != ".." && !startsWithDotDot(rel) {
-		return fmt.Errorf("mountpoint %s is inside the source %s", abs, source)
+	// The daemon reads the source by path: a mountpoint inside it, or
+	// above it, would send the daemon through its own mount.
+	realMnt, err1 := filepath.EvalSymlinks(abs)
+	realSrc, err2 := filepath.EvalSymlinks(source)
+	if err1 == nil && err2 == nil {
+		if within(realMnt, realSrc) {
+			return fmt.Errorf("mountpoint %s is inside the source %s", abs, source)
+		}
+		if within(realSrc, realMnt) {
+			return fmt.Errorf("the source %s is inside the mountpoint %s", source, abs)
+		}
 	}
 	if mounted, err := isMountpoint(abs); err == nil && mounted {
 		return fmt.Errorf("mountpoint %s is busy: something is already mounted there (bloscfs unmount %s)", abs, abs)
@@ -268,6 +291,8 @@ func checkMountpoint(mnt, source string) error {
 	return nil
 }
 
-func startsWithDotDot(rel string) bool {
-	return len(rel) >= 3 && rel[:3] == ".."+string(filepath.Separator)
+// within reports whether path is dir or lies below it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

@@ -23,7 +23,11 @@ func hiddenName(name string) bool { return strings.HasPrefix(name, TempPrefix) }
 func stemView(disk string) (string, bool) {
 	for _, s := range containerSuffixes {
 		if strings.HasSuffix(disk, s.disk) && len(disk) > len(s.disk) {
-			return strings.TrimSuffix(disk, s.disk) + s.view, true
+			stem := strings.TrimSuffix(disk, s.disk)
+			if stem == "." || stem == ".." {
+				return "", false // ..blp stays ..blp: "." is not a name
+			}
+			return stem + s.view, true
 		}
 	}
 	return "", false

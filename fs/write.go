@@ -38,9 +38,29 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// tempFile creates a hidden file in dir for staging or recompression.
+// tempFile creates a hidden file in dir for staging or recompression,
+// locked (flock) while it is open so that another mount's cleanup of
+// stale temp files leaves it alone.
 func (f *FS) tempFile(dir, kind string) (*os.File, error) {
-	return os.CreateTemp(dir, TempPrefix+kind+"-"+f.token+"-*")
+	t, err := os.CreateTemp(dir, TempPrefix+kind+"-"+f.token+"-*")
+	if err != nil {
+		return nil, err
+	}
+	unix.Flock(int(t.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	return t, nil
+}
+
+// removeIfStale removes a temp file that no live process holds locked.
+func removeIfStale(p string) bool {
+	t, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer t.Close()
+	if unix.Flock(int(t.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return false // a live mount is using it
+	}
+	return os.Remove(p) == nil
 }
 
 // syncDir makes a rename in dir durable.
@@ -151,11 +171,11 @@ func (n *blobNode) commit() error {
 	if err := syscall.Fstat(int(tmp.Fd()), &tst); err != nil {
 		return fail(err)
 	}
+	n.fs.remapID(tmp.Name(), &tst, n.StableAttr()) // before the new file is visible
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("%s: recompressing: %w", p, err)
 	}
-	n.fs.remapIno(&tst, n.StableAttr().Ino) // before the new file is visible
 	if err := os.Rename(tmp.Name(), p); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("%s: %w", p, err)
@@ -289,10 +309,8 @@ func (f *FS) cleanTemp() {
 				return filepath.SkipDir // a sparse frame holds no temp files
 			}
 		}
-		if !d.IsDir() && hiddenName(d.Name()) && !strings.Contains(d.Name(), "-"+f.token+"-") {
-			if err := os.Remove(p); err == nil {
-				f.opts.Logger.Printf("removed stale temp file %s", p)
-			}
+		if !d.IsDir() && hiddenName(d.Name()) && !strings.Contains(d.Name(), "-"+f.token+"-") && removeIfStale(p) {
+			f.opts.Logger.Printf("removed stale temp file %s", p)
 		}
 		return nil
 	})

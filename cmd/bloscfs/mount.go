@@ -117,6 +117,11 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if !*fg {
 		// The daemon runs in /, so that it holds no directory busy: hand
 		// it absolute paths and the flags as parsed.
+		if *logFile != "" {
+			if *logFile, err = filepath.Abs(*logFile); err != nil {
+				return err
+			}
+		}
 		var child []string
 		fs.Visit(func(f *flag.Flag) { child = append(child, "-"+f.Name+"="+f.Value.String()) })
 		src, err := filepath.Abs(pos[0])
@@ -152,7 +157,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	notify.ready()
 
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		for s := range sigs {
 			logger.Printf("%v: unmounting %s", s, pos[1])
