@@ -3,6 +3,7 @@ package blosc
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/bloscfs/bloscfs/shuffle"
 )
@@ -287,4 +288,35 @@ func truncPrec(b []byte, typesize int, meta uint8) error {
 		}
 	}
 	return nil
+}
+
+var filterNames = map[uint8]string{
+	FilterShuffle: "shuffle", FilterBitShuffle: "bitshuffle", FilterDelta: "delta",
+	FilterTruncPrec: "truncprec", FilterByteDelta: "bytedelta", FilterByteDeltaOld: "bytedelta-old",
+	FilterNDCell: "ndcell", FilterNDMean: "ndmean", FilterIntTrunc: "inttrunc",
+}
+
+// FilterString renders a pipeline in slot order, as the command line
+// takes it: "shuffle", "delta,shuffle", "truncprec:20,shuffle", "none".
+// A filter's parameter is shown where it is one (not for shuffle and
+// bitshuffle, whose meta is an element size).
+func FilterString(filters, meta [MaxFilters]uint8) string {
+	var parts []string
+	for i, id := range filters {
+		if id == FilterNone {
+			continue
+		}
+		n, ok := filterNames[id]
+		if !ok {
+			n = fmt.Sprintf("filter-%d", id)
+		}
+		if id == FilterTruncPrec {
+			n += fmt.Sprintf(":%d", int8(meta[i]))
+		}
+		parts = append(parts, n)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
 }

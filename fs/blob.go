@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"path/filepath"
 	"strconv"
@@ -364,7 +363,7 @@ func xattrs(p *probe) map[string]string {
 		"chunks":          strconv.Itoa(in.Chunks),
 		"compressed_size": strconv.FormatInt(in.StoredSize, 10),
 		"size":            strconv.FormatInt(in.Size, 10),
-		"filters":         filterString(in.Filters, in.FiltersMeta),
+		"filters":         blosc.FilterString(in.Filters, in.FiltersMeta),
 	}
 	if in.Clevel >= 0 {
 		m["clevel"] = strconv.Itoa(in.Clevel)
@@ -376,32 +375,6 @@ func xattrs(p *probe) map[string]string {
 		m["checksum"] = in.Checksum
 	}
 	return m
-}
-
-var filterNames = map[uint8]string{
-	blosc.FilterShuffle: "shuffle", blosc.FilterBitShuffle: "bitshuffle", blosc.FilterDelta: "delta",
-	blosc.FilterTruncPrec: "truncprec", blosc.FilterByteDelta: "bytedelta", blosc.FilterByteDeltaOld: "bytedelta-old",
-}
-
-func filterString(f, meta [6]uint8) string {
-	var parts []string
-	for i, id := range f {
-		if id == 0 {
-			continue
-		}
-		name := filterNames[id]
-		if name == "" {
-			name = fmt.Sprintf("filter-%d", id)
-		}
-		if id == blosc.FilterTruncPrec {
-			name += ":" + strconv.Itoa(int(int8(meta[i])))
-		}
-		parts = append(parts, name)
-	}
-	if parts == nil {
-		return "none"
-	}
-	return strings.Join(parts, ",")
 }
 
 // Getxattr returns a user.bloscfs.* attribute, or the source's.

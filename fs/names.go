@@ -3,13 +3,9 @@ package fs
 import (
 	"sort"
 	"strings"
-)
 
-// containerSuffixes are the disk suffixes that name a container, with
-// the suffix the file gets in the view (.b2nd arrays become .npy files).
-var containerSuffixes = []struct{ disk, view string }{
-	{".b2frame", ""}, {".b2f", ""}, {".b2", ""}, {".blp", ""}, {".blosc", ""}, {".b2nd", ".npy"},
-}
+	"github.com/bloscfs/bloscfs/pack/all"
+)
 
 // TempPrefix starts the names of files bloscfs writes beside the
 // originals (staging and recompression); they never appear in the view.
@@ -20,18 +16,7 @@ func hiddenName(name string) bool { return strings.HasPrefix(name, TempPrefix) }
 
 // stemView returns the name a compressed disk entry is shown under when
 // nothing collides with it, and whether the name has a container suffix.
-func stemView(disk string) (string, bool) {
-	for _, s := range containerSuffixes {
-		if strings.HasSuffix(disk, s.disk) && len(disk) > len(s.disk) {
-			stem := strings.TrimSuffix(disk, s.disk)
-			if stem == "." || stem == ".." {
-				return "", false // ..blp stays ..blp: "." is not a name
-			}
-			return stem + s.view, true
-		}
-	}
-	return "", false
-}
+func stemView(disk string) (string, bool) { return all.PlainName(disk) }
 
 // diskCandidates returns every disk name whose view could be name: the
 // name itself and name with each container suffix, plus, when name is a
@@ -41,9 +26,9 @@ func stemView(disk string) (string, bool) {
 func diskCandidates(name string) []string {
 	out := []string{name}
 	add := func(stem string) {
-		for _, s := range containerSuffixes {
-			if s.view == "" {
-				out = append(out, stem+s.disk)
+		for _, s := range all.Suffixes {
+			if s.View == "" {
+				out = append(out, stem+s.Disk)
 			}
 		}
 		out = append(out, stem+".npy")
@@ -132,14 +117,7 @@ func mapNames(ents []diskEntry) []entry {
 }
 
 // stemOf returns a container disk name without its suffix.
-func stemOf(disk string) string {
-	for _, s := range containerSuffixes {
-		if strings.HasSuffix(disk, s.disk) && len(disk) > len(s.disk) {
-			return strings.TrimSuffix(disk, s.disk)
-		}
-	}
-	return disk
-}
+func stemOf(disk string) string { return all.StemOf(disk) }
 
 // stemFor returns the disk stem for a new view name of a container
 // stored as disk: for a .b2nd (shown as .npy) the .npy is dropped.

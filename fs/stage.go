@@ -126,20 +126,7 @@ func (s *stage) ReadAt(p []byte, off int64) (int, error) {
 
 // readFullAt reads exactly len(p) bytes, zero-filling past the end of a
 // (sparse) file.
-func readFullAt(r io.ReaderAt, p []byte, off int64) error {
-	n, err := r.ReadAt(p, off)
-	if n == len(p) {
-		return nil
-	}
-	if err == io.EOF {
-		clear(p[n:])
-		return nil
-	}
-	if err == nil {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
-}
+func readFullAt(r io.ReaderAt, p []byte, off int64) error { return pack.ReadFullAt(r, p, off) }
 
 // rewriteRanges returns the ranges a rewrite must re-encode: the written
 // ones and what a truncation cut from the base.

@@ -102,7 +102,7 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 				continue
 			}
 			b := buf[:j.n]
-			if err := readFull(content, b, j.off); err != nil {
+			if err := ReadFullAt(content, b, j.off); err != nil {
 				return err
 			}
 			if err := sink.AddChunk(b); err != nil {
@@ -117,7 +117,7 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 			return nil, nil
 		}
 		b := make([]byte, j.n)
-		if err := readFull(content, b, j.off); err != nil {
+		if err := ReadFullAt(content, b, j.off); err != nil {
 			return nil, err
 		}
 		return ps.Compress(b)
@@ -160,8 +160,9 @@ func touches(rs []Range, off, n int64) bool {
 	return i < len(rs) && rs[i].Off < off+n
 }
 
-// readFull reads len(b) bytes at off, zero-filling past the end of r.
-func readFull(r io.ReaderAt, b []byte, off int64) error {
+// ReadFullAt reads len(b) bytes at off, zero-filling past the end of r
+// (a short read without io.EOF is an error).
+func ReadFullAt(r io.ReaderAt, b []byte, off int64) error {
 	n, err := r.ReadAt(b, off)
 	if n == len(b) {
 		return nil

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/bloscfs/bloscfs/blosc"
@@ -19,34 +18,6 @@ import (
 )
 
 func newUnpackCache() pack.BlockCache { return cache.New[pack.BlockKey](unpackCache) }
-
-var filterNames = map[uint8]string{
-	blosc.FilterShuffle: "shuffle", blosc.FilterBitShuffle: "bitshuffle", blosc.FilterDelta: "delta",
-	blosc.FilterTruncPrec: "truncprec", blosc.FilterByteDelta: "bytedelta", blosc.FilterByteDeltaOld: "bytedelta-old",
-	blosc.FilterNDCell: "ndcell", blosc.FilterNDMean: "ndmean", blosc.FilterIntTrunc: "inttrunc",
-}
-
-// filterList renders a pipeline as "delta,shuffle" (slot order).
-func filterList(f, meta [6]uint8) string {
-	var parts []string
-	for i, id := range f {
-		if id == 0 {
-			continue
-		}
-		n := filterNames[id]
-		if n == "" {
-			n = fmt.Sprintf("filter-%d", id)
-		}
-		if meta[i] != 0 && id != blosc.FilterShuffle && id != blosc.FilterBitShuffle {
-			n += fmt.Sprintf(":%d", int8(meta[i]))
-		}
-		parts = append(parts, n)
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ",")
-}
 
 // infoRecord is what info prints for one file.
 type infoRecord struct {
@@ -80,7 +51,7 @@ func describe(path string) (*infoRecord, error) {
 	r := &infoRecord{
 		Path: path, Format: in.Format, Version: in.Version, Size: in.Size, ViewSize: v.Size,
 		StoredSize: in.StoredSize, Chunks: in.Chunks, ChunkSize: in.ChunkSize, Blocksize: in.Blocksize,
-		Codec: in.Codec, Clevel: in.Clevel, Typesize: in.Typesize, Filters: filterList(in.Filters, in.FiltersMeta),
+		Codec: in.Codec, Clevel: in.Clevel, Typesize: in.Typesize, Filters: blosc.FilterString(in.Filters, in.FiltersMeta),
 		Checksum: in.Checksum,
 	}
 	if in.StoredSize > 0 {
@@ -193,17 +164,11 @@ func verifyOne(path string, stderr io.Writer) verifyRecord {
 	return rec
 }
 
-// containerSuffixes name files that are verified even when their content
-// is not recognised (a damaged header must be reported, not skipped).
-var containerSuffixes = []string{".blp", ".b2frame", ".b2f", ".b2", ".b2nd", ".blosc"}
-
 // isContainer tells, during a directory walk, whether a file is one to
 // verify: a container suffix, or content with a recognised magic.
 func isContainer(path string) bool {
-	for _, s := range containerSuffixes {
-		if strings.HasSuffix(path, s) {
-			return true
-		}
+	if _, ok := all.PlainName(filepath.Base(path)); ok {
+		return true // a damaged header must be reported, not skipped
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -17,13 +17,8 @@ const unpackCache = 256 << 20
 // defaultUnpackName drops the container suffix; a .b2nd becomes .npy.
 func defaultUnpackName(in string) string {
 	in = strings.TrimRight(in, "/")
-	for _, s := range []string{".blp", ".b2frame", ".b2f", ".b2", ".blosc"} {
-		if strings.HasSuffix(in, s) && len(in) > len(s) {
-			return strings.TrimSuffix(in, s)
-		}
-	}
-	if strings.HasSuffix(in, ".b2nd") {
-		return strings.TrimSuffix(in, ".b2nd") + ".npy"
+	if name, ok := all.PlainName(filepath.Base(in)); ok {
+		return filepath.Join(filepath.Dir(in), name)
 	}
 	return in + ".out"
 }

@@ -3,11 +3,44 @@ package all
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/bloscfs/bloscfs/internal/ordered"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
+
+// Suffixes are the file-name suffixes that name containers, with the
+// suffix each one's plain view gets (a .b2nd array is shown as .npy).
+var Suffixes = []struct{ Disk, View string }{
+	{".b2frame", ""}, {".b2f", ""}, {".b2", ""}, {".blp", ""}, {".blosc", ""}, {".b2nd", ".npy"},
+}
+
+// PlainName returns the name of a container file's plain view (x.blp →
+// x, x.b2nd → x.npy), and whether name has a container suffix at all. A
+// stem of "." or ".." is no stem.
+func PlainName(name string) (string, bool) {
+	for _, s := range Suffixes {
+		if strings.HasSuffix(name, s.Disk) && len(name) > len(s.Disk) {
+			stem := strings.TrimSuffix(name, s.Disk)
+			if stem == "." || stem == ".." {
+				return "", false
+			}
+			return stem + s.View, true
+		}
+	}
+	return "", false
+}
+
+// StemOf returns a container file name without its suffix.
+func StemOf(name string) string {
+	for _, s := range Suffixes {
+		if strings.HasSuffix(name, s.Disk) && len(name) > len(s.Disk) {
+			return strings.TrimSuffix(name, s.Disk)
+		}
+	}
+	return name
+}
 
 // View is the plain content a container is shown as: its plain bytes, or
 // for a .b2nd array the .npy file (NPY header and the array in C order).
