@@ -93,38 +93,33 @@ func (h *Header) unfilter(dst, src, ref []byte, block int) {
 	}
 }
 
-// bitUnshuffle applies the bitshuffle inverse with the tail rule of the
-// chunk's format version (FORMATS §4.2, pitfall P6).
+// bitshuffled returns how many leading bytes of a block of size bytes
+// are bit-shuffled, by the rule of the chunk's format version (FORMATS
+// §4.2, pitfall P6); the rest is stored as is. c-blosc2 (version ≥ 3)
+// transforms the elements up to a multiple of 8; c-blosc 1.x transforms
+// all whole elements when their count is a multiple of 8, else nothing.
+func bitshuffled(size, typesize int, version uint8) int {
+	n := size / typesize
+	if version <= VersionBlosc1 {
+		if n%8 != 0 {
+			return 0
+		}
+		return n * typesize
+	}
+	return (n - n%8) * typesize
+}
+
+// bitUnshuffle applies the bitshuffle inverse to one block.
 func (h *Header) bitUnshuffle(dst, src []byte) {
 	t := int(h.Typesize)
-	n := len(src) / t
-	var m int
-	if h.Version <= VersionBlosc1 {
-		if n%8 != 0 {
-			copy(dst, src)
-			return
-		}
-		m = n * t
-	} else {
-		m = (n - n%8) * t
-	}
+	m := bitshuffled(len(src), t, h.Version)
 	shuffle.BitUnshuffle(dst[:m], src[:m], t)
 	copy(dst[m:], src[m:])
 }
 
-// bitShuffle is the forward transform matching bitUnshuffle.
+// bitShuffleBlock is the forward transform matching bitUnshuffle.
 func bitShuffleBlock(dst, src []byte, t int, version uint8) {
-	n := len(src) / t
-	var m int
-	if version <= VersionBlosc1 {
-		if n%8 != 0 {
-			copy(dst, src)
-			return
-		}
-		m = n * t
-	} else {
-		m = (n - n%8) * t
-	}
+	m := bitshuffled(len(src), t, version)
 	shuffle.BitShuffle(dst[:m], src[:m], t)
 	copy(dst[m:], src[m:])
 }
