@@ -78,11 +78,12 @@ type blobNode struct {
 	gofs.Inode
 	fs *FS
 
-	mu     sync.Mutex // guards disk, sparse and dir
-	disk   string     // name in the parent directory on disk
-	sparse bool       // a sparse frame directory
-	dir    *dirNode   // the directory that made the node, until go-fuse links it
-	gone   bool       // unlinked (or replaced) while open: nothing to commit
+	mu      sync.Mutex // guards disk, sparse and dir
+	disk    string     // name in the parent directory on disk
+	sparse  bool       // a sparse frame directory
+	dir     *dirNode   // the directory that made the node, until go-fuse links it
+	gone    bool       // unlinked (or replaced) while open: nothing to commit
+	created bool       // made through this mount (its first commit uses the mount's parameters)
 
 	// smu guards the content: reads share it, writes and commits take it.
 	smu     sync.RWMutex
@@ -334,6 +335,16 @@ func (n *blobNode) readAt(p []byte, off int64) (int, error) {
 	return n.view.ReadAt(p, off)
 }
 
+// stagedSize returns the size of the file being written, if it is.
+func (n *blobNode) stagedSize() (int64, bool) {
+	n.smu.RLock()
+	defer n.smu.RUnlock()
+	if n.stage == nil {
+		return 0, false
+	}
+	return n.stage.size, true
+}
+
 // size returns the current plain size.
 func (n *blobNode) size() int64 {
 	n.smu.RLock()
@@ -395,6 +406,38 @@ func (n *blobNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 	}
 	sz, err := unix.Lgetxattr(p, attr, dest)
 	return uint32(sz), gofs.ToErrno(err)
+}
+
+// Setxattr sets an attribute on the source. user.bloscfs.* describe the
+// storage and cannot be set: setting one is accepted and ignored, so that
+// `cp -a` and `rsync -X` between views do not fail.
+func (n *blobNode) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if n.fs.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	if strings.HasPrefix(attr, xattrPrefix) {
+		return 0
+	}
+	p, _ := n.diskPath()
+	if p == "" {
+		return syscall.ENOENT
+	}
+	return gofs.ToErrno(unix.Lsetxattr(p, attr, data, int(flags)))
+}
+
+// Removexattr removes an attribute of the source.
+func (n *blobNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	if n.fs.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	if strings.HasPrefix(attr, xattrPrefix) {
+		return syscall.EPERM
+	}
+	p, _ := n.diskPath()
+	if p == "" {
+		return syscall.ENOENT
+	}
+	return gofs.ToErrno(unix.Lremovexattr(p, attr))
 }
 
 // Listxattr lists the user.bloscfs.* attributes and the source's.
@@ -494,7 +537,11 @@ func (h *blobHandle) Release(ctx context.Context) syscall.Errno {
 	defer n.smu.Unlock()
 	if h.writable {
 		if n.writers--; n.writers == 0 {
-			n.commitErrno() // logged; nobody is left to tell
+			if n.commitErrno() != 0 {
+				// The writes are dropped: the kernel's cached pages
+				// hold them and must go (outside this request).
+				go n.NotifyContent(0, 0)
+			}
 			n.dropStage()
 		}
 	}

@@ -91,6 +91,16 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	child := d.NewInode(ctx, n, id)
 	fillAttr(&out.Attr, &st, pr)
 	out.Ino = id.Ino
+	// A node already in the tree may be open for writing: its size is the
+	// staged one, not the committed one on disk (the reply's attributes
+	// would otherwise shrink a file being appended to).
+	if ch := d.GetChild(name); ch != nil {
+		if bn, ok := ch.Operations().(*blobNode); ok && ch.StableAttr() == id {
+			if size, staged := bn.stagedSize(); staged {
+				out.Size = uint64(size)
+			}
+		}
+	}
 	// The name depends on its siblings (collisions): cache it briefly;
 	// the attributes change only through the mount: cache them long.
 	out.SetEntryTimeout(d.fs.opts.AttrTimeout)
@@ -187,11 +197,22 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	if e.dir && !e.compressed {
 		return syscall.EISDIR
 	}
-	if err := removeDisk(filepath.Join(d.path(), e.disk), e.compressed && e.dir); err != nil {
+	p := filepath.Join(d.path(), e.disk)
+	last := isLastLink(p)
+	if err := removeDisk(p, e.compressed && e.dir); err != nil {
 		return gofs.ToErrno(err)
 	}
-	d.childGone(name)
+	if last {
+		d.childGone(name)
+	}
 	return 0
+}
+
+// isLastLink reports whether removing path removes the file itself (a
+// hard-linked file lives on under its other names).
+func isLastLink(path string) bool {
+	var st syscall.Stat_t
+	return syscall.Lstat(path, &st) != nil || st.Nlink <= 1 || st.Mode&syscall.S_IFMT == syscall.S_IFDIR
 }
 
 // childGone marks an open compressed child as removed, so that a pending
@@ -247,11 +268,17 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 			if dst.dir && !dst.compressed {
 				return syscall.EISDIR
 			}
-			if err := removeDisk(filepath.Join(np.path(), dst.disk), dst.compressed && dst.dir); err != nil {
+			dp := filepath.Join(np.path(), dst.disk)
+			last := isLastLink(dp)
+			if err := removeDisk(dp, dst.compressed && dst.dir); err != nil {
 				return gofs.ToErrno(err)
 			}
+			if last {
+				np.childGone(newName)
+			}
+		} else if isLastLink(filepath.Join(np.path(), dst.disk)) {
+			np.childGone(newName)
 		}
-		np.childGone(newName)
 	}
 	if err := os.Rename(filepath.Join(d.path(), src.disk), filepath.Join(np.path(), newDisk)); err != nil {
 		return gofs.ToErrno(err)
@@ -299,7 +326,15 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		d.fs.opts.Logger.Printf("%s: creating: %v", disk, err)
 		return nil, nil, 0, gofs.ToErrno(unwrapErrno(err))
 	}
-	return d.openExisting(ctx, name, flags&^syscall.O_EXCL, out)
+	child, fh, fl, errno := d.openExisting(ctx, name, flags&^syscall.O_EXCL, out)
+	if errno == 0 {
+		if bn, ok := child.Operations().(*blobNode); ok {
+			bn.mu.Lock()
+			bn.created, bn.format = true, format
+			bn.mu.Unlock()
+		}
+	}
+	return child, fh, fl, errno
 }
 
 // openExisting looks up a compressed file and opens it.

@@ -209,6 +209,11 @@ func (n *blobNode) writeContainer(w *os.File, st *stage) error {
 	if n.view != nil && n.view.NPY {
 		return n.writeArray(w, st)
 	}
+	if n.created && n.baseSize() == 0 {
+		// Made through this mount and still empty: the mount's codec
+		// parameters (a Bloscpack file does not record its level).
+		return n.fs.writeNew(w, st, st.size, n.format)
+	}
 	switch c := c.(type) {
 	case pack.Rewritable:
 		return pack.Rewrite(w, c, st, st.size, st.rewriteRanges(n.baseSize()))
@@ -269,6 +274,7 @@ func (f *FS) writeNew(w io.WriteSeeker, content io.ReaderAt, size int64, format 
 		p.Blosc = f.opts.NewParams
 		p.Blosc.Blosc1 = true
 		p.ChunkSize = cs
+		p.KeepChunkSize = true // an empty file still records the chunk size
 		wr, err := bloscpack.NewWriter(w, size, p)
 		if err != nil {
 			return err
@@ -394,6 +400,7 @@ func (n *blobNode) truncateStaged(size int64) syscall.Errno {
 	if errno := n.startStage(); errno != 0 {
 		return errno
 	}
+	defer n.dropStageIfIdle() // without a writer, the stage lives for this call
 	if n.view != nil && n.view.NPY && size != n.view.Size {
 		p, _ := n.diskPath()
 		n.fs.opts.Logger.Printf("%s: refused: resizing the .npy view of a .b2nd array from %d to %d bytes", p, n.view.Size, size)
@@ -403,9 +410,7 @@ func (n *blobNode) truncateStaged(size int64) syscall.Errno {
 		return gofs.ToErrno(err)
 	}
 	if n.writers == 0 {
-		errno := n.commitErrno()
-		n.dropStage()
-		return errno
+		return n.commitErrno()
 	}
 	return 0
 }

@@ -33,8 +33,12 @@ type Params struct {
 	// 10 × its size and an adler32 checksum, as bloscpack does.
 	Metadata []byte
 
-	rawMeta       []byte // a metadata section copied verbatim
-	keepChunkSize bool   // rewrite: keep ChunkSize even when larger than the data
+	// KeepChunkSize records ChunkSize in the header even when the data
+	// are smaller (bloscpack itself shrinks it to the data), so that a
+	// file that grows later keeps its chunk size.
+	KeepChunkSize bool
+
+	rawMeta []byte // a metadata section copied verbatim
 }
 
 // DefaultParams returns the parameters of bloscpack's command line:
@@ -85,13 +89,13 @@ func NewWriter(w io.WriteSeeker, size int64, p Params) (*Writer, error) {
 	// bloscpack's calculate_nchunks, which shrinks the chunk size to the
 	// data; a rewrite keeps the file's chunk size instead.
 	cs := min(p.ChunkSize, size)
-	if p.keepChunkSize {
+	if p.KeepChunkSize {
 		cs = p.ChunkSize
 	}
 	var n, last int64
 	if size == 0 {
 		n, last = 1, 0
-		if !p.keepChunkSize {
+		if !p.KeepChunkSize {
 			cs = 0
 		}
 	} else {
@@ -326,7 +330,7 @@ func (f *File) NewSink(w io.WriteSeeker, size int64) (pack.ChunkSink, error) {
 		Checksum:      f.Header.Checksum,
 		NoOffsets:     f.Header.Options&optOffsets == 0 && f.Header.Version >= 2,
 		MaxAppChunks:  -1,
-		keepChunkSize: true,
+		KeepChunkSize: true,
 	}
 	if f.Meta != nil {
 		raw := make([]byte, f.Meta.sectionBytes)
