@@ -15,7 +15,7 @@ FUZZ_TARGETS := \
 	./pack/bloscpack:FuzzOpen \
 	./pack/frame:FuzzOpenFrame
 
-.PHONY: all build deps test unit race purego fuzz fuzz-long vet fmt-check bench bench-mount run stop clean
+.PHONY: all build deps test test-long unit race purego fuzz fuzz-long vet fmt-check bench bench-mount run stop clean
 
 all: build
 
@@ -71,6 +71,13 @@ fuzz-long:
 
 test: deps fmt-check vet race purego fuzz
 	@echo "make test: all passed"
+
+# test-long runs the write-path tests at length (200,000 random
+# operations per format, 150 crash kills) and every fuzz target for 10
+# minutes.
+test-long: deps
+	BLOSCFS_LONG=1 $(GO) test -count=1 -timeout 90m ./integration/writes/
+	$(MAKE) fuzz-long
 
 # bench runs the codec, shuffle and container benchmarks, then the mount
 # benchmark (root; BLOSCFS_BENCH_SIZE MiB files, 1024 by default).
