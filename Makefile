@@ -83,6 +83,7 @@ test-long: deps
 # benchmark (root; BLOSCFS_BENCH_SIZE MiB files, 1024 by default).
 bench: bench-mount
 	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/... ./pack/...
+	$(GO) test -run='^$$' -bench=BenchmarkWrite -benchtime=1x -timeout=40m ./integration/writes/
 
 bench-mount:
 	$(GO) test -run='^$$' -bench=BenchmarkMount -benchtime=1x -timeout=30m ./fs/
