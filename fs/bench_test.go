@@ -174,6 +174,9 @@ func BenchmarkMount(b *testing.B) {
 		mnt := b.TempDir()
 		opts := DefaultOptions()
 		opts.Logger = log.New(io.Discard, "", 0)
+		if ra := os.Getenv("BLOSCFS_BENCH_READAHEAD"); ra != "" {
+			opts.ReadAhead, _ = strconv.ParseInt(ra, 10, 64) // bytes; 0 turns read-ahead off
+		}
 		server, _, err := Mount(src, mnt, opts)
 		if err != nil {
 			b.Fatal(err)

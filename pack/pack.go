@@ -264,8 +264,16 @@ func (r *ChunkReader) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// fillOne copies one piece out of its decoded block.
+// fillOne copies one piece out of its decoded block. Without a cache, a
+// piece that is a whole block is decoded straight into place.
 func (r *ChunkReader) fillOne(pc piece) error {
+	if _, none := r.cache.(NoCache); none && pc.from == 0 && len(pc.dst) == pc.c.BlockLen(pc.block) &&
+		(pc.block == 0 || !pc.c.NeedsBlock0()) {
+		if err := pc.c.DecodeBlockRef(pc.dst, pc.block, nil); err != nil {
+			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
+		}
+		return nil
+	}
 	blk, err := r.block(pc.chunk, pc.c, pc.block)
 	if err != nil {
 		return err

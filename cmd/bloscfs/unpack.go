@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 )
 
@@ -37,7 +38,13 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	if len(pos) > 1 {
 		out = pos[1]
 	}
-	v, err := all.OpenView(in, newUnpackCache())
+	// Whole chunks are read once each: no cache, blocks decode in place.
+	// A .b2nd's C-order view revisits blocks and needs one.
+	v, err := all.OpenView(in, pack.NoCache{})
+	if err == nil && v.NPY {
+		v.Close()
+		v, err = all.OpenView(in, newUnpackCache())
+	}
 	if err != nil {
 		return err
 	}
