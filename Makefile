@@ -54,8 +54,11 @@ unit:
 race:
 	$(GO) test -count=1 -race ./...
 
+# purego runs the codec and container tests without the race detector and
+# with the portable shuffle (the byte-wise iotest checks of every fixture
+# run here; under -race they are limited to the small ones).
 purego:
-	$(GO) test -count=1 -tags purego ./shuffle/ ./blosc/...
+	$(GO) test -count=1 -tags purego ./shuffle/ ./blosc/... ./pack/...
 
 # fuzz runs each fuzz target for FUZZTIME (go test -fuzz takes one target
 # of one package at a time).

@@ -1,0 +1,5 @@
+//go:build !race
+
+package bloscpack
+
+const raceEnabled = false
