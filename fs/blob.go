@@ -103,12 +103,6 @@ var (
 	_ = (gofs.NodeStatfser)((*blobNode)(nil))
 )
 
-func (n *blobNode) setDisk(disk string, sparse bool) {
-	n.mu.Lock()
-	n.disk, n.sparse, n.gone = disk, sparse, false
-	n.mu.Unlock()
-}
-
 // setGone records that the node's file was unlinked or replaced.
 func (n *blobNode) setGone() {
 	n.mu.Lock()

@@ -283,15 +283,8 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if err := os.Rename(filepath.Join(d.path(), src.disk), filepath.Join(np.path(), newDisk)); err != nil {
 		return gofs.ToErrno(err)
 	}
-	// An open compressed file follows its new disk name.
-	if ch := d.GetChild(name); ch != nil {
-		if bn, ok := ch.Operations().(*blobNode); ok {
-			bn.setDisk(newDisk, src.dir)
-			bn.mu.Lock()
-			bn.dir = np
-			bn.mu.Unlock()
-		}
-	}
+	// An open compressed file follows the rename: its node resolves its
+	// disk name from its (new) view name at each use.
 	return 0
 }
 

@@ -134,9 +134,6 @@ func (f *FS) remapID(path string, st *syscall.Stat_t, id gofs.StableAttr) {
 	}
 }
 
-// BlockKey is re-exported for tests.
-type BlockKey = pack.BlockKey
-
 // New returns the root node of a view of source.
 func New(source string, opts Options) (gofs.InodeEmbedder, *FS, error) {
 	abs, err := filepath.Abs(source)
