@@ -3,6 +3,12 @@
 // miss and eviction counters. It knows nothing of formats; any comparable
 // key works (pack uses pack.BlockKey, and *Cache[pack.BlockKey] is a
 // pack.BlockCache).
+//
+// Values are handed out pinned, as a *Ref that the caller releases. The
+// memory of a value that is evicted or removed and no longer pinned is
+// kept on a small free list and handed out again by Alloc, so that a
+// stream of loads reuses a few warm buffers instead of faulting in fresh
+// pages for every block.
 package cache
 
 import (
@@ -12,85 +18,192 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
+// Ref is a pinned value. Its bytes stay valid, and are not reused, until
+// Release is called. A Ref must be released exactly once.
+type Ref struct {
+	used    atomic.Int64 // bytes read by readers that do not come back
+	val     []byte
+	owner   recycler // nil: no cache owns the bytes
+	refs    int32    // pins; guarded by the owner's lock
+	evicted bool     // no longer in the owner's LRU; guarded likewise
+}
+
+type recycler interface{ release(*Ref) }
+
+// Unowned returns a Ref that no cache owns: Release does nothing. Caches
+// that keep nothing use it to hand out what they load.
+func Unowned(b []byte) *Ref { return &Ref{val: b} }
+
+// Bytes returns the value. The caller must not modify it, nor use it
+// after Release.
+func (r *Ref) Bytes() []byte { return r.val }
+
+// Consume records that a reader who will not come back to the value
+// (a sequential stream) has read n more bytes of it, and reports whether
+// such readers have now read all of it: the caller may then Remove it.
+// Streams whose reads arrive out of order thus drop a value only once
+// they are done with all of it.
+func (r *Ref) Consume(n int) bool { return r.used.Add(int64(n)) >= int64(len(r.val)) }
+
+// Release unpins the value.
+func (r *Ref) Release() {
+	if r.owner != nil {
+		r.owner.release(r)
+	}
+}
+
 // Cache holds byte slices up to a total size. It is safe for concurrent use.
 type Cache[K comparable] struct {
-	max int64
+	max     int64
+	freeMax int64
 
-	mu       sync.Mutex
-	lru      *simplelru.LRU[K, []byte]
-	bytes    int64
-	inflight map[K]*call
+	mu        sync.Mutex
+	lru       *simplelru.LRU[K, *Ref]
+	bytes     int64
+	inflight  map[K]*call
+	free      map[int][][]byte // released buffers by length (= capacity)
+	freeBytes int64
+	removing  bool // Remove or Purge is evicting: not an eviction
 
-	hits, misses, evictions, loads atomic.Int64
+	hits, misses, evictions, loads, reused atomic.Int64
 }
 
 type call struct {
-	done chan struct{}
-	val  []byte
-	err  error
+	done    chan struct{}
+	ref     *Ref
+	err     error
+	waiters int32
 }
 
 // New returns a cache holding at most maxBytes bytes of values. A value
-// larger than maxBytes is returned to its caller but not kept.
+// larger than maxBytes is returned to its caller but not kept. Released
+// buffers kept for reuse add at most an eighth of maxBytes (between 1 MiB
+// and 64 MiB) on top.
 func New[K comparable](maxBytes int64) *Cache[K] {
-	c := &Cache[K]{max: maxBytes, inflight: map[K]*call{}}
+	c := &Cache[K]{
+		max:      maxBytes,
+		freeMax:  min(max(maxBytes/8, 1<<20), 64<<20),
+		inflight: map[K]*call{},
+		free:     map[int][][]byte{},
+	}
 	// The entry count is bounded by bytes, not by simplelru: give it a
 	// count it never reaches.
-	c.lru, _ = simplelru.NewLRU[K, []byte](1<<31-1, func(_ K, v []byte) {
-		c.bytes -= int64(cap(v))
-		c.evictions.Add(1)
+	c.lru, _ = simplelru.NewLRU[K, *Ref](1<<31-1, func(_ K, r *Ref) {
+		c.bytes -= int64(cap(r.val))
+		if !c.removing {
+			c.evictions.Add(1)
+		}
+		c.dropLocked(r)
 	})
 	return c
 }
 
-// GetOrLoad returns the value for key, calling load on a miss. Concurrent
-// callers missing the same key share one call of load. The returned slice
-// is shared: callers must not modify it.
-func (c *Cache[K]) GetOrLoad(key K, load func() ([]byte, error)) ([]byte, error) {
+// dropLocked marks r as out of the LRU and recycles its bytes if nobody
+// pins it.
+func (c *Cache[K]) dropLocked(r *Ref) {
+	r.evicted = true
+	if r.refs == 0 {
+		c.recycleLocked(r)
+	}
+}
+
+// recycleLocked puts r's bytes on the free list, if there is room.
+func (c *Cache[K]) recycleLocked(r *Ref) {
+	b := r.val
+	r.val = nil
+	if len(b) == 0 || len(b) != cap(b) || c.freeBytes+int64(cap(b)) > c.freeMax {
+		return
+	}
+	c.free[len(b)] = append(c.free[len(b)], b)
+	c.freeBytes += int64(cap(b))
+}
+
+func (c *Cache[K]) release(r *Ref) {
 	c.mu.Lock()
-	if v, ok := c.lru.Get(key); ok {
+	if r.refs--; r.refs == 0 && r.evicted {
+		c.recycleLocked(r)
+	}
+	c.mu.Unlock()
+}
+
+// Alloc returns a buffer of n bytes for a loader to fill: a released
+// value's memory when one of that length is free, else a new slice. Its
+// content is undefined.
+func (c *Cache[K]) Alloc(n int) []byte {
+	c.mu.Lock()
+	if l := c.free[n]; len(l) > 0 {
+		b := l[len(l)-1]
+		l[len(l)-1] = nil
+		c.free[n] = l[:len(l)-1]
+		c.freeBytes -= int64(n)
+		c.mu.Unlock()
+		c.reused.Add(1)
+		return b
+	}
+	c.mu.Unlock()
+	return make([]byte, n)
+}
+
+// Acquire returns the value for key, pinned, calling load on a miss.
+// Concurrent callers missing the same key share one call of load. The
+// value is shared: callers must not modify it, and must release it.
+func (c *Cache[K]) Acquire(key K, load func() ([]byte, error)) (*Ref, error) {
+	c.mu.Lock()
+	if r, ok := c.lru.Get(key); ok {
+		r.refs++
 		c.mu.Unlock()
 		c.hits.Add(1)
-		return v, nil
+		return r, nil
 	}
 	c.misses.Add(1)
 	if cl, ok := c.inflight[key]; ok {
+		cl.waiters++
 		c.mu.Unlock()
 		<-cl.done
-		return cl.val, cl.err
+		return cl.ref, cl.err
 	}
 	cl := &call{done: make(chan struct{})}
 	c.inflight[key] = cl
 	c.mu.Unlock()
 
 	c.loads.Add(1)
-	cl.val, cl.err = load()
+	val, err := load()
 
 	c.mu.Lock()
 	delete(c.inflight, key)
-	if cl.err == nil && int64(cap(cl.val)) <= c.max {
-		c.lru.Add(key, cl.val)
-		c.bytes += int64(cap(cl.val))
-		for c.bytes > c.max {
-			c.lru.RemoveOldest()
+	if err == nil {
+		r := &Ref{val: val, owner: c, refs: 1 + cl.waiters}
+		if int64(cap(val)) <= c.max {
+			c.lru.Add(key, r)
+			c.bytes += int64(cap(val))
+			for c.bytes > c.max {
+				c.lru.RemoveOldest()
+			}
+		} else {
+			r.evicted = true // handed out, never kept
 		}
+		cl.ref = r
 	}
+	cl.err = err
 	c.mu.Unlock()
 	close(cl.done)
-	return cl.val, cl.err
+	return cl.ref, cl.err
 }
 
-// Get returns the cached value for key, counting a hit; a miss is not
-// counted (GetOrLoad counts it). It lets callers skip building a loader
-// when the value is there.
-func (c *Cache[K]) Get(key K) ([]byte, bool) {
+// TryAcquire returns the cached value for key, pinned, counting a hit; a
+// miss is not counted (Acquire counts it). It lets callers skip building a
+// loader when the value is there.
+func (c *Cache[K]) TryAcquire(key K) (*Ref, bool) {
 	c.mu.Lock()
-	v, ok := c.lru.Get(key)
+	r, ok := c.lru.Get(key)
+	if ok {
+		r.refs++
+	}
 	c.mu.Unlock()
 	if ok {
 		c.hits.Add(1)
 	}
-	return v, ok
+	return r, ok
 }
 
 // Contains reports whether key is cached, without touching its recency.
@@ -100,11 +213,27 @@ func (c *Cache[K]) Contains(key K) bool {
 	return c.lru.Contains(key)
 }
 
+// Remove drops key from the cache; its memory is reused once nobody pins
+// it. Readers that will not come back to a value (a sequential stream
+// whose bytes the kernel keeps) remove it, so that streaming a large file
+// does not push out what others use.
+func (c *Cache[K]) Remove(key K) {
+	c.mu.Lock()
+	c.removing = true
+	c.lru.Remove(key)
+	c.removing = false
+	c.mu.Unlock()
+}
+
 // Stats are the cache's counters.
 type Stats struct {
 	Hits, Misses, Loads, Evictions int64
-	Bytes, MaxBytes                int64
-	Entries                        int
+	// Reused counts Alloc calls served from released memory.
+	Reused int64
+	// Bytes is the size of the cached values; FreeBytes the released
+	// memory kept for Alloc.
+	Bytes, FreeBytes, MaxBytes int64
+	Entries                    int
 }
 
 // Stats returns the counters.
@@ -113,13 +242,17 @@ func (c *Cache[K]) Stats() Stats {
 	defer c.mu.Unlock()
 	return Stats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Loads: c.loads.Load(), Evictions: c.evictions.Load(),
-		Bytes: c.bytes, MaxBytes: c.max, Entries: c.lru.Len(),
+		Reused: c.reused.Load(), Bytes: c.bytes, FreeBytes: c.freeBytes, MaxBytes: c.max, Entries: c.lru.Len(),
 	}
 }
 
-// Purge drops every entry.
+// Purge drops every entry and the free list.
 func (c *Cache[K]) Purge() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.removing = true
 	c.lru.Purge()
+	c.removing = false
+	clear(c.free)
+	c.freeBytes = 0
 }

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -8,12 +9,23 @@ import (
 	"time"
 )
 
+// get acquires key, loading n bytes on a miss, and releases it.
+func get[K comparable](t *testing.T, c *Cache[K], key K, n int) []byte {
+	t.Helper()
+	r, err := c.Acquire(key, func() ([]byte, error) { return make([]byte, n), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := r.Bytes()
+	r.Release()
+	return v
+}
+
 func TestBoundAndEviction(t *testing.T) {
 	c := New[int](1000)
 	for i := 0; i < 50; i++ {
-		v, err := c.GetOrLoad(i, func() ([]byte, error) { return make([]byte, 100), nil })
-		if err != nil || len(v) != 100 {
-			t.Fatal(err)
+		if v := get(t, c, i, 100); len(v) != 100 {
+			t.Fatalf("value of %d bytes", len(v))
 		}
 		if s := c.Stats(); s.Bytes > 1000 {
 			t.Fatalf("after %d loads the cache holds %d bytes", i+1, s.Bytes)
@@ -27,15 +39,16 @@ func TestBoundAndEviction(t *testing.T) {
 	if !c.Contains(49) || !c.Contains(40) || c.Contains(39) {
 		t.Fatal("LRU order wrong")
 	}
-	if _, err := c.GetOrLoad(45, func() ([]byte, error) { t.Fatal("reloaded a cached key"); return nil, nil }); err != nil {
+	r, err := c.Acquire(45, func() ([]byte, error) { t.Fatal("reloaded a cached key"); return nil, nil })
+	if err != nil {
 		t.Fatal(err)
 	}
+	r.Release()
 	if c.Stats().Hits != 1 {
 		t.Fatal("hit not counted")
 	}
 	// Too large to keep: returned, not cached.
-	v, _ := c.GetOrLoad(-1, func() ([]byte, error) { return make([]byte, 5000), nil })
-	if len(v) != 5000 || c.Contains(-1) {
+	if v := get(t, c, -1, 5000); len(v) != 5000 || c.Contains(-1) {
 		t.Fatal("oversized value handled wrong")
 	}
 }
@@ -49,14 +62,16 @@ func TestSingleFlight(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := c.GetOrLoad("k", func() ([]byte, error) {
+			r, err := c.Acquire("k", func() ([]byte, error) {
 				calls.Add(1)
 				<-release
 				return []byte("value"), nil
 			})
-			if err != nil || string(v) != "value" {
-				t.Error(v, err)
+			if err != nil || string(r.Bytes()) != "value" {
+				t.Error(r, err)
+				return
 			}
+			r.Release()
 		}()
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -65,16 +80,130 @@ func TestSingleFlight(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("load ran %d times", calls.Load())
 	}
+	// Every waiter released its pin: removing the value recycles it.
+	c.Remove("k")
+	if s := c.Stats(); s.FreeBytes != 5 || s.Evictions != 0 {
+		t.Fatalf("after remove: %+v", s)
+	}
 }
 
 func TestErrorsAreNotCached(t *testing.T) {
 	c := New[int](1 << 20)
 	boom := errors.New("boom")
-	if _, err := c.GetOrLoad(1, func() ([]byte, error) { return nil, boom }); err != boom {
+	if _, err := c.Acquire(1, func() ([]byte, error) { return nil, boom }); err != boom {
 		t.Fatal(err)
 	}
-	v, err := c.GetOrLoad(1, func() ([]byte, error) { return []byte{1}, nil })
-	if err != nil || len(v) != 1 {
+	if v := get(t, c, 1, 1); len(v) != 1 {
 		t.Fatal("error was cached")
+	}
+}
+
+// TestPinnedMemoryIsNotReused checks that an evicted value's memory goes
+// back to Alloc only after its last pin is released.
+func TestPinnedMemoryIsNotReused(t *testing.T) {
+	c := New[int](1000)
+	fill := func(b byte) func() ([]byte, error) {
+		return func() ([]byte, error) {
+			v := c.Alloc(500)
+			for i := range v {
+				v[i] = b
+			}
+			return v, nil
+		}
+	}
+	pinned, err := c.Acquire(1, fill(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 2; k < 10; k++ { // evicts 1 while it is pinned
+		r, err := c.Acquire(k, fill(byte(k)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Release()
+	}
+	if c.Contains(1) {
+		t.Fatal("key 1 not evicted")
+	}
+	if !bytes.Equal(pinned.Bytes(), bytes.Repeat([]byte{1}, 500)) {
+		t.Fatal("a pinned value was overwritten after eviction")
+	}
+	before := c.Stats().FreeBytes
+	pinned.Release()
+	if after := c.Stats().FreeBytes; after != before+500 {
+		t.Fatalf("release of an evicted value: free bytes %d -> %d", before, after)
+	}
+	reused := c.Stats().Reused
+	if v := c.Alloc(500); len(v) != 500 || c.Stats().Reused != reused+1 {
+		t.Fatal("Alloc did not reuse a released buffer")
+	}
+	if v := c.Alloc(123); len(v) != 123 || c.Stats().Reused != reused+1 {
+		t.Fatal("Alloc of another length reused a buffer")
+	}
+}
+
+// TestFreeListBound checks that released memory kept for reuse stays
+// within its bound.
+func TestFreeListBound(t *testing.T) {
+	c := New[int](64 << 20) // free list bound: 8 MiB
+	for k := 0; k < 64; k++ {
+		r, err := c.Acquire(k, func() ([]byte, error) { return c.Alloc(1 << 20), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Release()
+	}
+	for k := 0; k < 64; k++ {
+		c.Remove(k)
+	}
+	s := c.Stats()
+	if s.Entries != 0 || s.Bytes != 0 || s.FreeBytes != 8<<20 {
+		t.Fatalf("after removing all: %+v", s)
+	}
+	c.Purge()
+	if s := c.Stats(); s.FreeBytes != 0 {
+		t.Fatalf("after purge: %+v", s)
+	}
+}
+
+// TestConcurrentPins hammers one small cache from many goroutines; each
+// checks its pinned value keeps the content it was loaded with. Run it
+// with -race.
+func TestConcurrentPins(t *testing.T) {
+	c := New[int](8 << 10)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				k := (i*7 + g) % 40
+				r, err := c.Acquire(k, func() ([]byte, error) {
+					v := c.Alloc(1024)
+					for j := range v {
+						v[j] = byte(k)
+					}
+					return v, nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, b := range r.Bytes() {
+					if b != byte(k) {
+						t.Errorf("key %d holds %d", k, b)
+						return
+					}
+				}
+				if i%3 == 0 {
+					c.Remove(k)
+				}
+				r.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	if s := c.Stats(); s.Reused == 0 {
+		t.Fatalf("no buffer was reused: %+v", s)
 	}
 }

@@ -42,19 +42,47 @@ type BlockKey struct {
 	Block     int32
 }
 
-// BlockCache holds decoded blocks. GetOrLoad returns the block for key,
-// calling load on a miss; concurrent misses for one key may share one
-// load. The returned slice must not be modified by the caller. A
-// BlockCache must be safe for concurrent use.
+// BlockCache holds decoded blocks. A BlockCache must be safe for
+// concurrent use; *cache.Cache[BlockKey] is one.
 type BlockCache interface {
-	GetOrLoad(key BlockKey, load func() ([]byte, error)) ([]byte, error)
+	// Acquire returns the block for key, pinned, calling load on a miss;
+	// concurrent misses for one key may share one load. The caller must
+	// not modify the block, and must release it.
+	Acquire(key BlockKey, load func() ([]byte, error)) (*bcache.Ref, error)
+	// TryAcquire returns the block for key, pinned, if it is cached.
+	TryAcquire(key BlockKey) (*bcache.Ref, bool)
+	// Alloc returns n bytes for a loader to decode into, ideally the
+	// memory of a released block. Its content is undefined.
+	Alloc(n int) []byte
+	// Contains reports whether key is cached.
+	Contains(key BlockKey) bool
+	// Remove drops a block that will not be read again soon.
+	Remove(key BlockKey)
 }
 
 // NoCache is a BlockCache that keeps nothing: every call decodes.
 type NoCache struct{}
 
-// GetOrLoad calls load.
-func (NoCache) GetOrLoad(_ BlockKey, load func() ([]byte, error)) ([]byte, error) { return load() }
+// Acquire calls load.
+func (NoCache) Acquire(_ BlockKey, load func() ([]byte, error)) (*bcache.Ref, error) {
+	b, err := load()
+	if err != nil {
+		return nil, err
+	}
+	return bcache.Unowned(b), nil
+}
+
+// TryAcquire finds nothing.
+func (NoCache) TryAcquire(BlockKey) (*bcache.Ref, bool) { return nil, false }
+
+// Alloc returns a new slice.
+func (NoCache) Alloc(n int) []byte { return make([]byte, n) }
+
+// Contains reports false.
+func (NoCache) Contains(BlockKey) bool { return false }
+
+// Remove does nothing.
+func (NoCache) Remove(BlockKey) {}
 
 var containerIDs atomic.Uint64
 
@@ -177,45 +205,97 @@ func (r *ChunkReader) chunkAt(off int64) int {
 	return lo
 }
 
-// CacheGetter is implemented by caches that can be asked without a
-// loader; ChunkReader then builds no closure on a hit.
-type CacheGetter interface {
-	Get(key BlockKey) ([]byte, bool)
-}
+// key returns the cache key of block b of chunk i.
+func (r *ChunkReader) key(i, b int) BlockKey { return BlockKey{r.id, int64(i), int32(b)} }
 
-// block returns decoded block b of chunk i through the cache.
-func (r *ChunkReader) block(i int, c *blosc.Chunk, b int) ([]byte, error) {
-	if g, ok := r.cache.(CacheGetter); ok {
-		if blk, ok := g.Get(BlockKey{r.id, int64(i), int32(b)}); ok {
-			return blk, nil
-		}
+// block returns decoded block b of chunk i through the cache, pinned.
+func (r *ChunkReader) block(i int, c *blosc.Chunk, b int) (*bcache.Ref, error) {
+	k := r.key(i, b)
+	if ref, ok := r.cache.TryAcquire(k); ok {
+		return ref, nil
 	}
-	return r.cache.GetOrLoad(BlockKey{r.id, int64(i), int32(b)}, func() ([]byte, error) {
-		var ref []byte
+	return r.cache.Acquire(k, func() ([]byte, error) {
+		var ref0 []byte
 		if b > 0 && c.NeedsBlock0() {
-			var err error
-			if ref, err = r.block(i, c, 0); err != nil {
+			r0, err := r.block(i, c, 0)
+			if err != nil {
 				return nil, err
 			}
+			defer r0.Release()
+			ref0 = r0.Bytes()
 		}
-		out := make([]byte, c.BlockLen(b))
-		if err := c.DecodeBlockRef(out, b, ref); err != nil {
+		out := r.cache.Alloc(c.BlockLen(b))
+		if err := c.DecodeBlockRef(out, b, ref0); err != nil {
 			return nil, fmt.Errorf("%s: chunk %d: %w", r.name, i, err)
 		}
 		return out, nil
 	})
 }
 
-// piece is one block's share of a ReadAt.
+// Streamer is implemented by containers that serve sequential readers
+// (each ChunkReader, so every container of this package's formats): see
+// ChunkReader.ReadAtOnce and ChunkReader.Prefetch.
+type Streamer interface {
+	ReadAtOnce(p []byte, off int64) (int, error)
+	Prefetch(off, n int64, reader func() int64) error
+}
+
+var _ Streamer = (*ChunkReader)(nil)
+
+// readMode says what a read does with the blocks it touches.
+type readMode int
+
+const (
+	readKeep readMode = iota // copy out, leave the blocks cached (ReadAt)
+	readOnce                 // copy out, drop blocks once read whole (ReadAtOnce)
+	readWarm                 // decode into the cache, copy nothing (Prefetch)
+)
+
+// piece is one block's share of a read.
 type piece struct {
 	chunk, block int
 	c            *blosc.Chunk
-	from         int // offset within the block
-	dst          []byte
+	from, n      int    // the byte range [from, from+n) of the block
+	dst          []byte // where it goes; nil for readWarm
 }
 
 // ReadAt reads plain bytes. It is safe for concurrent use.
 func (r *ChunkReader) ReadAt(p []byte, off int64) (int, error) {
+	return r.read(p, off, readKeep)
+}
+
+// ReadAtOnce is ReadAt for a sequential reader that keeps what it reads
+// (the kernel's page cache behind a mount): blocks such reads have read
+// all of are dropped from the cache, and their memory reused, so that streaming
+// a large file neither pushes out the blocks other readers use nor
+// spreads over fresh memory.
+func (r *ChunkReader) ReadAtOnce(p []byte, off int64) (int, error) {
+	return r.read(p, off, readOnce)
+}
+
+// Prefetch decodes the blocks holding [off, off+n) into the cache,
+// several in parallel, so that reads that follow find them there. It
+// copies nothing and does nothing without a cache. reader, when not nil,
+// returns where the reader being served has got to: blocks that end
+// before it are skipped, for that reader has decoded them itself (and
+// with ReadAtOnce dropped them).
+func (r *ChunkReader) Prefetch(off, n int64, reader func() int64) error {
+	if _, none := r.cache.(NoCache); none || off < 0 {
+		return nil
+	}
+	size := r.Size()
+	if off >= size || n <= 0 {
+		return nil
+	}
+	n = min(n, size-off)
+	pieces, err := r.split(nil, off, n, nil)
+	if err != nil {
+		return err
+	}
+	return r.fill(pieces, readWarm, reader)
+}
+
+func (r *ChunkReader) read(p []byte, off int64, mode readMode) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%s: negative offset %d", r.name, off)
 	}
@@ -231,31 +311,11 @@ func (r *ChunkReader) ReadAt(p []byte, off int64) (int, error) {
 		p = p[:size-off]
 	}
 	var small [17]piece // a 1 MiB READ over 64 KiB blocks: no allocation
-	pieces := small[:0]
-	pos := off
-	done := 0
-	for done < len(p) {
-		i := r.chunkAt(pos)
-		c, err := r.Chunk(i)
-		if err != nil {
-			return 0, err
-		}
-		cstart := r.src.ChunkOffset(i)
-		if int64(c.Nbytes) != r.src.ChunkOffset(i+1)-cstart {
-			return 0, fmt.Errorf("%s: chunk %d: %w: header says %d bytes, index %d", r.name, i, ErrFormat, c.Nbytes, r.src.ChunkOffset(i+1)-cstart)
-		}
-		in := pos - cstart
-		b := c.BlockAt(in)
-		from := int(in - c.BlockOffset(b))
-		n := min(c.BlockLen(b)-from, len(p)-done)
-		if n <= 0 {
-			return 0, fmt.Errorf("%s: chunk %d: %w: no block holds offset %d", r.name, i, ErrFormat, in)
-		}
-		pieces = append(pieces, piece{i, b, c, from, p[done : done+n]})
-		done += n
-		pos += int64(n)
+	pieces, err := r.split(small[:0], off, int64(len(p)), p)
+	if err != nil {
+		return 0, err
 	}
-	if err := r.fill(pieces); err != nil {
+	if err := r.fill(pieces, mode, nil); err != nil {
 		return 0, err
 	}
 	if len(p) < want {
@@ -264,10 +324,61 @@ func (r *ChunkReader) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// fillOne copies one piece out of its decoded block. Without a cache, a
-// piece that is a whole block is decoded straight into place.
-func (r *ChunkReader) fillOne(pc piece) error {
-	if _, none := r.cache.(NoCache); none && pc.from == 0 && len(pc.dst) == pc.c.BlockLen(pc.block) &&
+// split appends to pieces the block pieces of [off, off+n), which lies
+// inside the plain size; p, when not nil, is where the n bytes go.
+func (r *ChunkReader) split(pieces []piece, off, n int64, p []byte) ([]piece, error) {
+	pos := off
+	for done := int64(0); done < n; {
+		i := r.chunkAt(pos)
+		c, err := r.Chunk(i)
+		if err != nil {
+			return nil, err
+		}
+		cstart := r.src.ChunkOffset(i)
+		if int64(c.Nbytes) != r.src.ChunkOffset(i+1)-cstart {
+			return nil, fmt.Errorf("%s: chunk %d: %w: header says %d bytes, index %d", r.name, i, ErrFormat, c.Nbytes, r.src.ChunkOffset(i+1)-cstart)
+		}
+		in := pos - cstart
+		b := c.BlockAt(in)
+		from := int(in - c.BlockOffset(b))
+		k := int(min(int64(c.BlockLen(b)-from), n-done))
+		if k <= 0 {
+			return nil, fmt.Errorf("%s: chunk %d: %w: no block holds offset %d", r.name, i, ErrFormat, in)
+		}
+		pc := piece{chunk: i, block: b, c: c, from: from, n: k}
+		if p != nil {
+			pc.dst = p[done : done+int64(k)]
+		}
+		pieces = append(pieces, pc)
+		done += int64(k)
+		pos += int64(k)
+	}
+	return pieces, nil
+}
+
+// deliver copies a piece out of its pinned block and releases the block;
+// in readOnce mode a block that such reads have now read all of is
+// dropped (but not a block 0 that the chunk's other blocks need as delta
+// reference).
+func (r *ChunkReader) deliver(pc piece, blk *bcache.Ref, mode readMode) {
+	if mode != readWarm {
+		copy(pc.dst, blk.Bytes()[pc.from:])
+	}
+	drop := mode == readOnce && blk.Consume(pc.n) && (pc.block > 0 || !pc.c.NeedsBlock0())
+	blk.Release()
+	if drop {
+		r.cache.Remove(r.key(pc.chunk, pc.block))
+	}
+}
+
+// fillOne serves one piece. Without a cache, a piece that is a whole
+// block is decoded straight into place. A warm piece whose block the
+// reader has passed is skipped.
+func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) error {
+	if reader != nil && r.src.ChunkOffset(pc.chunk)+pc.c.BlockOffset(pc.block)+int64(pc.c.BlockLen(pc.block)) <= reader() {
+		return nil
+	}
+	if _, none := r.cache.(NoCache); none && mode != readWarm && pc.from == 0 && pc.n == pc.c.BlockLen(pc.block) &&
 		(pc.block == 0 || !pc.c.NeedsBlock0()) {
 		if err := pc.c.DecodeBlockRef(pc.dst, pc.block, nil); err != nil {
 			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
@@ -278,36 +389,37 @@ func (r *ChunkReader) fillOne(pc piece) error {
 	if err != nil {
 		return err
 	}
-	copy(pc.dst, blk[pc.from:])
+	r.deliver(pc, blk, mode)
 	return nil
 }
 
-// fill copies each piece out of its decoded block. Cached blocks are
-// copied at once; when several are missing they decode in parallel,
-// bounded by the number of CPUs.
-func (r *ChunkReader) fill(pieces []piece) error {
-	if len(pieces) == 1 {
-		return r.fillOne(pieces[0])
+// fill serves each piece. Cached blocks are served at once; when several
+// are missing they decode in parallel, bounded by the number of CPUs.
+func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) error {
+	if len(pieces) == 1 && mode != readWarm {
+		return r.fillOne(pieces[0], mode, nil)
 	}
-	if g, ok := r.cache.(CacheGetter); ok {
-		missing := pieces[:0:0]
-		for k, pc := range pieces {
-			if blk, ok := g.Get(BlockKey{r.id, int64(pc.chunk), int32(pc.block)}); ok {
-				copy(pc.dst, blk[pc.from:])
+	missing := pieces[:0:0]
+	for k, pc := range pieces {
+		if mode == readWarm {
+			if r.cache.Contains(r.key(pc.chunk, pc.block)) {
 				continue
 			}
-			if missing == nil {
-				missing = pieces[k:k:len(pieces)] // reuse the array: k ≥ len(missing)
-			}
-			missing = append(missing, pc)
+		} else if blk, ok := r.cache.TryAcquire(r.key(pc.chunk, pc.block)); ok {
+			r.deliver(pc, blk, mode)
+			continue
 		}
-		pieces = missing
-		if len(pieces) <= 1 {
-			if len(pieces) == 1 {
-				return r.fillOne(pieces[0])
-			}
-			return nil
+		if missing == nil {
+			missing = pieces[k:k:len(pieces)] // reuse the array: k ≥ len(missing)
 		}
+		missing = append(missing, pc)
+	}
+	pieces = missing
+	switch len(pieces) {
+	case 0:
+		return nil
+	case 1:
+		return r.fillOne(pieces[0], mode, reader)
 	}
 	errs := make([]error, len(pieces))
 	sem := make(chan struct{}, parallelism())
@@ -317,7 +429,7 @@ func (r *ChunkReader) fill(pieces []piece) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[k] = r.fillOne(pc)
+			errs[k] = r.fillOne(pc, mode, reader)
 			<-sem
 		}()
 	}

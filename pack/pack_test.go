@@ -110,3 +110,135 @@ func BenchmarkReadAt64KCached(b *testing.B) {
 		i++
 	}
 }
+
+// TestReadAtOnce checks that sequential reads whose pieces arrive out of
+// order return the right bytes and drop each block once all of it has
+// been read, except the block 0 that delta chunks decode against; and
+// that a block read only in part stays cached.
+func TestReadAtOnce(t *testing.T) {
+	plain := testPlain(3<<20 + 12345)
+	for _, delta := range []bool{false, true} {
+		p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 4, Blocksize: 64 << 10}
+		p.Filters[5] = blosc.FilterShuffle
+		if delta {
+			p.Filters[4] = blosc.FilterDelta
+		}
+		src := newMemSource(t, plain, 1<<20, p)
+		c := cache.New[BlockKey](64 << 20)
+		r := NewChunkReader("mem", src, c)
+
+		// A part of a block stays; the rest of it, read later, drops it.
+		buf := make([]byte, 1000)
+		if _, err := r.ReadAtOnce(buf, 64<<10); err != nil {
+			t.Fatal(err)
+		}
+		if !c.Contains(r.key(0, 1)) {
+			t.Fatal("a block read in part was dropped")
+		}
+		rest := make([]byte, 64<<10-1000)
+		if _, err := r.ReadAtOnce(rest, 64<<10+1000); err != nil {
+			t.Fatal(err)
+		}
+		if c.Contains(r.key(0, 1)) {
+			t.Fatal("a block read whole, in two parts, stayed cached")
+		}
+
+		// Pieces of 96 KiB, each window of 4 read in reverse order: each
+		// block decodes once (chunk 0's block 0 of a delta frame is
+		// cached already).
+		loads := c.Stats().Loads
+		const piece = 96 << 10
+		got := make([]byte, len(plain))
+		for w := 0; w < len(plain); w += 4 * piece {
+			for k := 3; k >= 0; k-- {
+				off := w + k*piece
+				if off >= len(plain) {
+					continue
+				}
+				end := min(off+piece, len(plain))
+				n, err := r.ReadAtOnce(got[off:end], int64(off))
+				if n != end-off || (err != nil && err != io.EOF) {
+					t.Fatalf("delta %v: ReadAtOnce(%d bytes at %d) = %d, %v", delta, end-off, off, n, err)
+				}
+			}
+		}
+		if !bytes.Equal(got, plain) {
+			t.Fatalf("delta %v: ReadAtOnce returned wrong bytes", delta)
+		}
+		s := c.Stats()
+		want, wantLoads := 0, int64(0)
+		for i := range src.NumChunks() {
+			ch, err := r.Chunk(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLoads += int64(ch.NumBlocks())
+		}
+		if delta {
+			want = src.NumChunks() // each chunk's block 0
+			wantLoads--
+		}
+		if s.Loads-loads != wantLoads {
+			t.Errorf("delta %v: a sequential read decoded %d blocks, want %d", delta, s.Loads-loads, wantLoads)
+		}
+		if s.Entries != want {
+			t.Errorf("delta %v: %d blocks stay cached after a whole sequential read, want %d (%+v)", delta, s.Entries, want, s)
+		}
+		if s.Reused == 0 {
+			t.Errorf("delta %v: no block memory was reused: %+v", delta, s)
+		}
+	}
+}
+
+// TestPrefetch checks that Prefetch decodes the blocks of a range into
+// the cache (so that reads of it miss nothing), skips the blocks behind
+// the reader, and does nothing without a cache.
+func TestPrefetch(t *testing.T) {
+	plain := testPlain(2<<20 + 777)
+	p := blosc.Params{Codec: blosc.CodecZstd, Clevel: 3, Typesize: 8, Blocksize: 128 << 10}
+	p.Filters[5] = blosc.FilterShuffle
+	src := newMemSource(t, plain, 1<<20, p)
+	c := cache.New[BlockKey](64 << 20)
+	r := NewChunkReader("mem", src, c)
+
+	// [100 KiB, 1 MiB + 300 KiB) covers blocks 0-7 of chunk 0 and 0-2
+	// of chunk 1; the reader is at 512 KiB, past blocks 0-3 of chunk 0.
+	if err := r.Prefetch(100<<10, 1<<20+200<<10, func() int64 { return 512 << 10 }); err != nil {
+		t.Fatal(err)
+	}
+	for b := 0; b < 8; b++ {
+		if c.Contains(r.key(0, b)) != (b >= 4) {
+			t.Errorf("chunk 0 block %d: cached %v", b, c.Contains(r.key(0, b)))
+		}
+	}
+	for b := 0; b < 8; b++ {
+		if c.Contains(r.key(1, b)) != (b <= 2) {
+			t.Errorf("chunk 1 block %d: cached %v", b, c.Contains(r.key(1, b)))
+		}
+	}
+	if s := c.Stats(); s.Loads != 7 {
+		t.Errorf("Prefetch made %d loads, want 7", s.Loads)
+	}
+	// Prefetching again loads nothing; reading the range misses nothing.
+	if err := r.Prefetch(512<<10, 1<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Stats()
+	buf := make([]byte, 1<<20)
+	if _, err := r.ReadAt(buf, 512<<10); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, plain[512<<10:512<<10+1<<20]) {
+		t.Fatal("wrong bytes after Prefetch")
+	}
+	if s := c.Stats(); s.Loads != before.Loads || s.Misses != before.Misses {
+		t.Errorf("a read of a prefetched range missed: before %+v, after %+v", before, s)
+	}
+	// Past the end, and without a cache: nothing, no error.
+	if err := r.Prefetch(int64(len(plain)), 1<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewChunkReader("mem", src, NoCache{}).Prefetch(0, 1<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/bloscfs/bloscfs/internal/ordered"
 	"github.com/bloscfs/bloscfs/pack"
@@ -82,6 +83,44 @@ func OpenView(path string, cache pack.BlockCache) (*View, error) {
 		v.ReaderAt, v.Size, v.NPY = npy, npy.Size(), true
 	}
 	return v, nil
+}
+
+// ReadAtOnce is ReadAt for a sequential reader that keeps what it reads:
+// the blocks such reads have read whole leave the cache (pack.Streamer). Views
+// that are not a container's own bytes read as ReadAt does.
+func (v *View) ReadAtOnce(p []byte, off int64) (int, error) {
+	if s, ok := v.streamer(); ok {
+		return s.ReadAtOnce(p, off)
+	}
+	return v.ReadAt(p, off)
+}
+
+// Prefetch decodes the blocks behind [off, off+n) into the cache, so that
+// the reads that follow find them; reader is as for pack.Streamer. For
+// views that are not a container's own bytes it reads the range into
+// scratch memory to the same end.
+func (v *View) Prefetch(off, n int64, reader func() int64) error {
+	if s, ok := v.streamer(); ok {
+		return s.Prefetch(off, n, reader)
+	}
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	for end := min(off+n, v.Size); off < end; off += int64(len(*bp)) {
+		if _, err := v.ReadAt((*bp)[:min(int64(len(*bp)), end-off)], off); err != nil && err != io.EOF {
+			return err
+		}
+	}
+	return nil
+}
+
+var scratch = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+func (v *View) streamer() (pack.Streamer, bool) {
+	if v.NPY {
+		return nil, false
+	}
+	s, ok := v.Container.(pack.Streamer)
+	return s, ok
 }
 
 // pieceMax bounds one read unit of WriteTo, so that what is in flight

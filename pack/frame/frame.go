@@ -697,6 +697,14 @@ func specialChunk(kind int, nbytes int64, typesize int) []byte {
 // block layout; see COrder for the array). It is safe for concurrent use.
 func (f *Frame) ReadAt(p []byte, off int64) (int, error) { return f.cr.ReadAt(p, off) }
 
+// ReadAtOnce is ReadAt for sequential readers; see pack.ChunkReader.
+func (f *Frame) ReadAtOnce(p []byte, off int64) (int, error) { return f.cr.ReadAtOnce(p, off) }
+
+// Prefetch decodes ahead into the cache; see pack.ChunkReader.
+func (f *Frame) Prefetch(off, n int64, reader func() int64) error {
+	return f.cr.Prefetch(off, n, reader)
+}
+
 // Size returns the raw super-chunk size (the header's nbytes).
 func (f *Frame) Size() int64 { return f.hdr.nbytes }
 

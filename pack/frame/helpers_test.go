@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bloscfs/bloscfs/cache"
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 )
@@ -56,12 +57,19 @@ type mapCache struct {
 
 func newCache() *mapCache { return &mapCache{m: map[pack.BlockKey][]byte{}} }
 
-func (c *mapCache) GetOrLoad(k pack.BlockKey, load func() ([]byte, error)) ([]byte, error) {
+func (c *mapCache) TryAcquire(k pack.BlockKey) (*cache.Ref, bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	b, ok := c.m[k]
-	c.mu.Unlock()
-	if ok {
-		return b, nil
+	if !ok {
+		return nil, false
+	}
+	return cache.Unowned(b), true
+}
+
+func (c *mapCache) Acquire(k pack.BlockKey, load func() ([]byte, error)) (*cache.Ref, error) {
+	if r, ok := c.TryAcquire(k); ok {
+		return r, nil
 	}
 	b, err := load()
 	if err != nil {
@@ -70,8 +78,20 @@ func (c *mapCache) GetOrLoad(k pack.BlockKey, load func() ([]byte, error)) ([]by
 	c.mu.Lock()
 	c.m[k] = b
 	c.mu.Unlock()
-	return b, nil
+	return cache.Unowned(b), nil
 }
+
+func (c *mapCache) Contains(k pack.BlockKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[k]
+	return ok
+}
+
+func (*mapCache) Alloc(n int) []byte { return make([]byte, n) }
+
+// Remove keeps the block: the map is the tests' record of what was decoded.
+func (*mapCache) Remove(pack.BlockKey) {}
 
 // openFixture opens a fixture file or sparse directory.
 func openFixture(t testing.TB, path string, cache pack.BlockCache) *Frame {
