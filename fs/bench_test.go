@@ -49,7 +49,7 @@ func benchChunk(i, n int) []byte {
 // it into dir (kept between runs when BLOSCFS_BENCH_DIR is set).
 func writeBenchFiles(b *testing.B, dir string, size int64) {
 	const cs = 4 << 20
-	if st, err := os.Stat(filepath.Join(dir, "zstd.b2frame")); err == nil && st.Size() > 0 {
+	if st, err := os.Stat(filepath.Join(dir, "stored.b2frame")); err == nil && st.Size() > size {
 		if pst, err := os.Stat(filepath.Join(dir, "plain.bin")); err == nil && pst.Size() == size {
 			return
 		}
@@ -65,14 +65,14 @@ func writeBenchFiles(b *testing.B, dir string, size int64) {
 	}
 	var outs []out
 	for _, c := range []struct {
-		name  string
-		codec int
-	}{{"lz4", blosc.CodecLZ4}, {"zstd", blosc.CodecZstd}} {
+		name          string
+		codec, clevel int
+	}{{"lz4", blosc.CodecLZ4, 5}, {"zstd", blosc.CodecZstd, 5}, {"stored", blosc.CodecLZ4, 0}} {
 		f, err := os.Create(filepath.Join(dir, c.name+".b2frame"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		p := blosc.Params{Codec: c.codec, Clevel: 5, Typesize: 8, Split: blosc.SplitAuto}
+		p := blosc.Params{Codec: c.codec, Clevel: c.clevel, Typesize: 8, Split: blosc.SplitAuto}
 		p.Filters[5] = blosc.FilterShuffle
 		w, err := frame.NewWriter(f, frame.Params{Chunk: p, ChunkSize: cs})
 		if err != nil {
@@ -148,8 +148,10 @@ func latencies(b *testing.B, path string, size int64, n int) (p50, p99 time.Dura
 
 // BenchmarkMount measures the mount against the alternatives, in one run:
 // cold sequential dd of an LZ4+shuffle and a zstd+shuffle frame through a
-// fresh mount, `bloscfs unpack` of the same files, dd of a plain copy
-// from the page cache, and 4 KiB random-read latency, warm and cold.
+// fresh mount; `bloscfs unpack` of the same files, to /dev/null and into
+// dd through a pipe; dd of a plain copy from the page cache; dd of a
+// frame of stored chunks through a fresh mount (the FUSE transport with
+// nothing to decode); and 4 KiB random-read latency, warm and cold.
 // Needs root (mount, drop_caches). Files of BLOSCFS_BENCH_SIZE MiB (1024)
 // are made in BLOSCFS_BENCH_DIR (a temp dir by default).
 func BenchmarkMount(b *testing.B) {
@@ -206,12 +208,28 @@ func BenchmarkMount(b *testing.B) {
 			d = timeCmd(b, bin, "unpack", filepath.Join(src, codec+".b2frame"), "-")
 			res[codec+"-unpack-GB/s"] = gbs(d)
 			res[codec+"-mount/unpack"] = res[codec+"-mount-GB/s"] / res[codec+"-unpack-GB/s"]
+			// unpack into a reader, as dd reads from the mount: through a pipe.
+			dropCaches()
+			d = timeCmd(b, "sh", "-c", bin+" unpack "+filepath.Join(src, codec+".b2frame")+" - | dd of=/dev/null bs=1M")
+			res[codec+"-unpack|dd-GB/s"] = gbs(d)
+			res[codec+"-mount/unpack|dd"] = res[codec+"-mount-GB/s"] / res[codec+"-unpack|dd-GB/s"]
 		}
 		timeCmd(b, "cat", plainPath) // into the page cache
 		d := timeCmd(b, "dd", "if="+plainPath, "of=/dev/null", "bs=1M")
 		res["plain-pagecache-GB/s"] = gbs(d)
-
+		// The FUSE transport with nothing to decode: a frame of stored
+		// chunks, its source in the page cache, through a fresh mount. (The
+		// plain copy itself would go through FUSE passthrough.)
+		timeCmd(b, "cat", filepath.Join(src, "stored.b2frame"))
 		mnt, unmount := mount()
+		d = timeCmd(b, "dd", "if="+filepath.Join(mnt, "stored"), "of=/dev/null", "bs=1M")
+		res["stored-mount-GB/s"] = gbs(d)
+		unmount()
+		for _, codec := range []string{"lz4", "zstd"} {
+			res[codec+"-mount/stored-mount"] = res[codec+"-mount-GB/s"] / res["stored-mount-GB/s"]
+		}
+
+		mnt, unmount = mount()
 		dropCaches()
 		p50, p99 := latencies(b, filepath.Join(mnt, "lz4"), size, 2000)
 		res["cold4k-p50-µs"], res["cold4k-p99-µs"] = float64(p50.Microseconds()), float64(p99.Microseconds())

@@ -316,8 +316,9 @@ func (n *blobNode) releaseLocked() {
 }
 
 // readAt reads the file's current content: the stage while it is being
-// written, else the committed view.
-func (n *blobNode) readAt(p []byte, off int64) (int, error) {
+// written, else the committed view. once marks a sequential reader whose
+// bytes the kernel keeps: the view may drop the blocks it has read whole.
+func (n *blobNode) readAt(p []byte, off int64, once bool) (int, error) {
 	n.smu.RLock()
 	defer n.smu.RUnlock()
 	if n.stage != nil {
@@ -326,7 +327,20 @@ func (n *blobNode) readAt(p []byte, off int64) (int, error) {
 	if n.view == nil {
 		return 0, syscall.EBADF
 	}
+	if once {
+		return n.view.ReadAtOnce(p, off)
+	}
 	return n.view.ReadAt(p, off)
+}
+
+// prefetch decodes [off, off+size) of the committed view into the block
+// cache.
+func (n *blobNode) prefetch(off, size int64, reader func() int64) {
+	n.smu.RLock()
+	defer n.smu.RUnlock()
+	if n.stage == nil && n.view != nil {
+		n.view.Prefetch(off, size, reader) // errors surface on the real read
+	}
 }
 
 // stagedSize returns the size of the file being written, if it is.
@@ -464,8 +478,9 @@ type blobHandle struct {
 	n         *blobNode
 	writable  bool
 	readAhead int64
-	next      atomic.Int64 // end of the last read: a read starting there is sequential
+	next      atomic.Int64 // end of the last read: a read starting near it is sequential
 	ahead     atomic.Bool  // a read-ahead is running
+	aheadEnd  atomic.Int64 // where the last read-ahead of this stream ended
 	aheadWG   sync.WaitGroup
 	closed    atomic.Bool
 }
@@ -476,43 +491,55 @@ var (
 	_ = (gofs.FileGetattrer)((*blobHandle)(nil))
 )
 
+// seqWindow is how far a READ may start from where the last one ended and
+// still count as sequential: the kernel sends read-ahead READs of up to
+// 1 MiB concurrently, and they may arrive out of order.
+const seqWindow = 2 << 20
+
 // Read serves a READ from the decoded view. Corrupt data gives EIO and
-// one log line naming the file and chunk.
+// one log line naming the file and chunk. A read that starts near where
+// the last one ended is sequential: the kernel keeps its pages
+// (KEEP_CACHE), so the blocks it has read whole leave the block cache, and
+// it starts read-ahead of the blocks after it.
 func (h *blobHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := h.n.readAt(dest, off)
+	last := h.next.Load()
+	seq := !h.writable && off >= last-seqWindow && off <= last+seqWindow
+	n, err := h.n.readAt(dest, off, seq)
 	if err != nil && err != io.EOF {
 		h.n.fs.warnOnce("read error: %v", err)
 		return nil, syscall.EIO
 	}
 	end := off + int64(n)
-	if h.next.Swap(end) == off && off > 0 && !h.writable {
+	h.next.Store(end)
+	if !seq {
+		h.aheadEnd.Store(0)
+	} else if off > 0 {
 		h.readAheadFrom(end)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// readAheadFrom decodes the bytes after a sequential read in the
-// background, so that the next READs find their blocks in the cache. One
-// read-ahead runs at a time per handle; what it decodes is bounded by the
-// cache.
+// readAheadFrom decodes the blocks up to ReadAhead bytes after a
+// sequential read into the cache in the background, so that the next
+// READs find them there. It starts after what an earlier read-ahead of the
+// same stream did: the reads drop the blocks they consume. One read-ahead
+// runs at a time per handle.
 func (h *blobHandle) readAheadFrom(off int64) {
-	size := h.n.size()
-	if h.readAhead <= 0 || off >= size || !h.ahead.CompareAndSwap(false, true) {
+	to := min(off+h.readAhead, h.n.size())
+	off = max(off, h.aheadEnd.Load())
+	if h.readAhead <= 0 || off >= to || !h.ahead.CompareAndSwap(false, true) {
 		return
 	}
+	h.aheadEnd.Store(to)
 	h.aheadWG.Add(1)
 	go func() {
 		defer h.aheadWG.Done()
 		defer h.ahead.Store(false)
-		bp := aheadBufs.Get().(*[]byte)
-		defer aheadBufs.Put(bp)
-		for pos := off; pos < min(off+h.readAhead, size) && !h.closed.Load(); pos += int64(len(*bp)) {
-			h.n.readAt(*bp, pos) // errors surface on the real read
+		if !h.closed.Load() {
+			h.n.prefetch(off, to-off, h.next.Load)
 		}
 	}()
 }
-
-var aheadBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
 // Getattr reports the node's attributes.
 func (h *blobHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
