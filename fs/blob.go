@@ -71,7 +71,15 @@ func fillAttr(a *fuse.Attr, st *syscall.Stat_t, p *probe) {
 	}
 	a.Mode = syscall.S_IFREG | perm
 	a.Size = uint64(p.size)
+	// The preferred I/O size: a FUSE request each way carries up to
+	// 1 MiB, and programs that follow st_blksize (cp, dd without bs,
+	// stdio) then send fewer, larger ones.
+	a.Blksize = preferredIO
 }
+
+// preferredIO is the st_blksize of compressed files: the mount's largest
+// READ and WRITE.
+const preferredIO = 1 << 20
 
 // blobNode is a compressed file shown decompressed.
 type blobNode struct {
@@ -320,6 +328,20 @@ func (n *blobNode) releaseLocked() {
 // bytes the kernel keeps: the view may drop the blocks it has read whole.
 func (n *blobNode) readAt(p []byte, off int64, once bool) (int, error) {
 	n.smu.RLock()
+	for n.stage != nil && n.stage.stream != nil {
+		// A read ends a stream: its content moves to the stage file.
+		n.smu.RUnlock()
+		n.smu.Lock()
+		var err error
+		if n.stage != nil && n.stage.stream != nil {
+			err = n.stage.demote()
+		}
+		n.smu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		n.smu.RLock()
+	}
 	defer n.smu.RUnlock()
 	if n.stage != nil {
 		return n.stage.ReadAt(p, off)

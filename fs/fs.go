@@ -62,6 +62,8 @@ type Options struct {
 	NewFormat    NewFormat
 	NewParams    blosc.Params
 	NewChunkSize int64
+
+	noStream bool // tests: stage new files as any other (no streamer)
 }
 
 // DefaultOptions returns the options of a default mount.
@@ -221,8 +223,8 @@ func Mount(source, mountpoint string, opts Options) (*fuse.Server, *FS, error) {
 	mo := fuse.MountOptions{
 		FsName:        opts.FsName,
 		Name:          "bloscfs",
-		MaxWrite:      1 << 20, // 1 MiB READs (with read_ahead_kb raised below)
-		DisableSplice: true,    // a 1 MiB reply does not fit the default pipe
+		MaxWrite:      preferredIO, // 1 MiB READs (with read_ahead_kb raised below)
+		DisableSplice: true,        // a 1 MiB reply does not fit the default pipe
 		MaxBackground: 64,
 		AllowOther:    opts.AllowOther,
 		DirectMount:   true,

@@ -2,6 +2,8 @@ package fs
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -20,6 +22,13 @@ type stage struct {
 	size      int64        // current plain size
 	baseLimit int64        // base bytes at or past this were truncated away
 	base      io.ReaderAt  // original plain content (nil for a new file)
+	// stream, while not nil, holds all of [0, size) instead of file
+	// (which then holds nothing), for a new file written in order.
+	stream *streamer
+	// broken is set when acknowledged writes were lost (a stream that
+	// failed): commits fail with it, so that the file keeps its old
+	// content, until the stage is dropped.
+	broken error
 }
 
 // newStage starts a stage over base (baseSize bytes, or 0 and nil).
@@ -48,8 +57,25 @@ func (s *stage) addDirty(off, n int64) {
 	s.dirty = slices.Replace(s.dirty, i, j, pack.Range{Off: lo, Len: hi - lo})
 }
 
-// WriteAt writes into the stage.
+// WriteAt writes into the stage. A stream takes writes at the end; any
+// other write ends it first.
 func (s *stage) WriteAt(p []byte, off int64) (int, error) {
+	if s.broken != nil {
+		return 0, s.broken
+	}
+	if s.stream != nil {
+		if off == s.size {
+			if err := s.stream.write(p); err != nil {
+				s.breakStream(err)
+				return 0, err
+			}
+			s.size += int64(len(p))
+			return len(p), nil
+		}
+		if err := s.demote(); err != nil {
+			return 0, err
+		}
+	}
 	n, err := s.file.WriteAt(p, off)
 	s.addDirty(off, int64(n))
 	s.size = max(s.size, off+int64(n))
@@ -59,6 +85,14 @@ func (s *stage) WriteAt(p []byte, off int64) (int, error) {
 // truncate sets the size: bytes past it are gone, and reappear as zeros
 // if the file grows again.
 func (s *stage) truncate(n int64) error {
+	if s.broken != nil {
+		return s.broken
+	}
+	if s.stream != nil && n != s.size {
+		if err := s.demote(); err != nil {
+			return err
+		}
+	}
 	if n < s.size {
 		var kept []pack.Range
 		for _, r := range s.dirty {
@@ -78,8 +112,15 @@ func (s *stage) truncate(n int64) error {
 }
 
 // ReadAt reads the staged view: written ranges from the stage file, the
-// rest from the base below baseLimit, zeros beyond.
+// rest from the base below baseLimit, zeros beyond. A streaming stage
+// cannot be read: demote it first.
 func (s *stage) ReadAt(p []byte, off int64) (int, error) {
+	if s.stream != nil {
+		return 0, errStreaming
+	}
+	if s.broken != nil {
+		return 0, s.broken
+	}
 	if off >= s.size {
 		if len(p) == 0 {
 			return 0, nil
@@ -137,4 +178,37 @@ func (s *stage) rewriteRanges(baseSize int64) []pack.Range {
 	}
 	slices.SortFunc(out, func(a, b pack.Range) int { return cmp.Compare(a.Off, b.Off) })
 	return out
+}
+
+// errStreaming reports a read of a stage whose content is still in a
+// stream (a bug: readers demote first).
+var errStreaming = errors.New("bloscfs: reading a stage that is streaming")
+
+// demote ends the stream: its content moves into the stage file, as
+// written ranges. If that fails, the writes are lost: the stage breaks.
+func (s *stage) demote() error {
+	st := s.stream
+	s.stream = nil
+	n, err := st.demote(s.file)
+	if err != nil {
+		s.broken = fmt.Errorf("moving the streamed writes to the stage: %w", err)
+		return s.broken
+	}
+	s.addDirty(0, n)
+	return nil
+}
+
+// breakStream drops a stream that failed: what it held is lost.
+func (s *stage) breakStream(err error) {
+	s.broken = fmt.Errorf("streaming the writes: %w", err)
+	s.stream.abort()
+	s.stream = nil
+}
+
+// dropStream abandons a stream, if any, and its temp file.
+func (s *stage) dropStream() {
+	if s.stream != nil {
+		s.stream.abort()
+		s.stream = nil
+	}
 }

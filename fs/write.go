@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/internal/ordered"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/pack/bloscpack"
@@ -114,6 +115,7 @@ func (n *blobNode) dropStageIfIdle() {
 // dropStage frees the staging space (n.smu held).
 func (n *blobNode) dropStage() {
 	if n.stage != nil {
+		n.stage.dropStream()
 		n.stage.file.Close()
 		os.Remove(n.stage.file.Name())
 		n.stage = nil
@@ -134,11 +136,19 @@ func (n *blobNode) baseSize() int64 {
 // Chunks no write touched are copied, not re-encoded (n.smu held).
 func (n *blobNode) commit() error {
 	st := n.stage
-	if st == nil || !st.changed(n.baseSize()) {
+	if st == nil {
+		return nil
+	}
+	if st.broken != nil {
+		p, _ := n.diskPath()
+		return fmt.Errorf("%s: not committed: %w", p, st.broken)
+	}
+	if !st.changed(n.baseSize()) {
 		return nil
 	}
 	if n.isGone() {
 		// Unlinked while open: the data go with it; free the space.
+		st.dropStream()
 		st.file.Truncate(0)
 		*st = *newStage(st.file, nil, 0)
 		st.size, st.baseLimit = 0, 0
@@ -149,27 +159,39 @@ func (n *blobNode) commit() error {
 		return syscall.ENOENT
 	}
 	dir := filepath.Dir(p)
-	tmp, err := n.fs.tempFile(dir, "tmp")
-	if err != nil {
-		return err
-	}
-	fail := func(err error) error {
+	fail := func(tmp *os.File, err error) error {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return fmt.Errorf("%s: recompressing: %w", p, err)
 	}
-	if err := n.writeContainer(tmp, st); err != nil {
-		return fail(err)
+	var tmp *os.File
+	if s := st.stream; s != nil {
+		// The content is in the stream's temp file already: complete it.
+		st.stream = nil
+		tmp = s.tmp
+		if err := s.finish(); err != nil {
+			s.abort()
+			st.broken = fmt.Errorf("streaming the writes: %w", err)
+			return fmt.Errorf("%s: recompressing: %w", p, st.broken)
+		}
+	} else {
+		var err error
+		if tmp, err = n.fs.tempFile(dir, "tmp"); err != nil {
+			return err
+		}
+		if err := n.writeContainer(tmp, st); err != nil {
+			return fail(tmp, err)
+		}
 	}
 	if err := copyMeta(p, tmp); err != nil {
-		return fail(err)
+		return fail(tmp, err)
 	}
 	if err := tmp.Sync(); err != nil {
-		return fail(err)
+		return fail(tmp, err)
 	}
 	var tst syscall.Stat_t
 	if err := syscall.Fstat(int(tmp.Fd()), &tst); err != nil {
-		return fail(err)
+		return fail(tmp, err)
 	}
 	n.fs.remapID(tmp.Name(), &tst, n.StableAttr()) // before the new file is visible
 	if err := tmp.Close(); err != nil {
@@ -250,25 +272,17 @@ func codecOf(name string) int {
 }
 
 // writeNew writes plain content as a new container of the mount's
-// new-file format and codec parameters.
+// new-file format and codec parameters, compressing chunks on all cores.
 func (f *FS) writeNew(w io.WriteSeeker, content io.ReaderAt, size int64, format NewFormat) error {
 	cs := f.opts.NewChunkSize
-	buf := make([]byte, min(cs, max(size, 1)))
 	if content == nil {
 		content = zeroReader{}
 	}
-	add := func(addChunk func([]byte) error) error {
-		for off := int64(0); off < size; off += cs {
-			b := buf[:min(cs, size-off)]
-			if err := readFullAt(content, b, off); err != nil {
-				return err
-			}
-			if err := addChunk(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	var (
+		compress func(plain []byte) ([]byte, error)
+		add      func(chunk []byte, plainLen int) error
+		closeW   func() error
+	)
 	if format == NewBlp {
 		p := bloscpack.DefaultParams()
 		p.Blosc = f.opts.NewParams
@@ -279,19 +293,31 @@ func (f *FS) writeNew(w io.WriteSeeker, content io.ReaderAt, size int64, format 
 		if err != nil {
 			return err
 		}
-		if err := add(wr.AddChunk); err != nil {
+		compress = func(plain []byte) ([]byte, error) { return blosc.Compress(nil, plain, p.Blosc) }
+		add = func(chunk []byte, _ int) error { return wr.AddRawChunk(chunk, nil) }
+		closeW = wr.Close
+	} else {
+		wr, err := frame.NewWriter(w, frame.Params{Chunk: f.opts.NewParams, ChunkSize: int(cs)})
+		if err != nil {
 			return err
 		}
-		return wr.Close()
+		compress, add, closeW = wr.Compress, wr.AddCompressed, wr.Close
 	}
-	wr, err := frame.NewWriter(w, frame.Params{Chunk: f.opts.NewParams, ChunkSize: int(cs)})
+	n := int((size + cs - 1) / cs)
+	err := ordered.Run(n, func(i int) ([]byte, error) {
+		off := int64(i) * cs
+		b := make([]byte, min(cs, size-off))
+		if err := readFullAt(content, b, off); err != nil {
+			return nil, err
+		}
+		return compress(b)
+	}, func(i int, chunk []byte) error {
+		return add(chunk, int(min(cs, size-int64(i)*cs)))
+	})
 	if err != nil {
 		return err
 	}
-	if err := add(wr.AddChunk); err != nil {
-		return err
-	}
-	return wr.Close()
+	return closeW()
 }
 
 // newSuffix returns the disk suffix of a new file's format.
@@ -333,11 +359,40 @@ func (h *blobHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	if errno := n.checkArrayWrite(data, off); errno != 0 {
 		return 0, errno
 	}
+	if off == 0 && len(data) > 0 {
+		n.maybeStream()
+	}
 	w, err := n.stage.WriteAt(data, off)
 	if err != nil {
 		return uint32(w), gofs.ToErrno(err)
 	}
 	return uint32(w), 0
+}
+
+// maybeStream starts a stream for a new, still empty .b2frame file whose
+// first write is at its start (n.smu held). Without one the writes are
+// staged as usual.
+func (n *blobNode) maybeStream() {
+	st := n.stage
+	if st.stream != nil || st.broken != nil || st.size != 0 || len(st.dirty) > 0 ||
+		!n.created || n.baseSize() != 0 || n.format != NewB2Frame || n.fs.opts.noStream {
+		return
+	}
+	p, _ := n.diskPath()
+	if p == "" {
+		return
+	}
+	tmp, err := n.fs.tempFile(filepath.Dir(p), "tmp")
+	if err != nil {
+		return
+	}
+	s, err := newStreamer(tmp, frame.Params{Chunk: n.fs.opts.NewParams, ChunkSize: int(n.fs.opts.NewChunkSize)})
+	if err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return
+	}
+	st.stream = s
 }
 
 // Flush commits when the last writable handle closes, so that close(2)

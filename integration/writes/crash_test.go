@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The crash writer is the test binary run again as a child process
@@ -30,6 +32,11 @@ import (
 //
 // With pause set it waits for a line (or EOF) on standard input after
 // each successful fsync, so that the daemon can be killed right then.
+//
+// With save set it writes each version as a new file instead, the way
+// programs save safely: it removes and creates "PATH.new" through the
+// mount, writes it from its start in order (a stream), fsyncs it and
+// renames it over PATH; "synced V" then means that the rename returned.
 const crashWriter = "crashwriter"
 
 // crashBlock fills b (1 MiB or less) with block j of version v: a
@@ -59,27 +66,52 @@ func runHelper(name string) int {
 }
 
 func runCrashWriter(args []string) int {
-	if len(args) != 4 {
-		fmt.Println("error usage: PATH SIZE FIRST PAUSE")
+	if len(args) != 5 {
+		fmt.Println("error usage: PATH SIZE FIRST PAUSE SAVE")
 		return 2
 	}
 	path := args[0]
 	size, _ := strconv.ParseInt(args[1], 10, 64)
 	first, _ := strconv.ParseInt(args[2], 10, 64)
-	pause := args[3] == "1"
+	pause, save := args[3] == "1", args[4] == "1"
 	out := bufio.NewWriter(os.Stdout)
 	say := func(format string, a ...any) {
 		fmt.Fprintf(out, format+"\n", a...)
 		out.Flush()
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		say("error open: %v", err)
-		return 1
+	var f *os.File
+	var dir int // save: the mount's directory, opened once, so that the
+	// calls fail once the daemon is dead rather than go to the directory
+	// under the mountpoint
+	base := filepath.Base(path)
+	if save {
+		var err error
+		if dir, err = unix.Open(filepath.Dir(path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			say("error open dir: %v", err)
+			return 1
+		}
+	} else {
+		var err error
+		if f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
+			say("error open: %v", err)
+			return 1
+		}
 	}
 	stdin := bufio.NewReader(os.Stdin)
 	buf := make([]byte, 1<<20)
 	for v := first; ; v++ {
+		if save {
+			if err := unix.Unlinkat(dir, base+".new", 0); err != nil && err != unix.ENOENT {
+				say("error remove: %v", err)
+				return 1
+			}
+			fd, err := unix.Openat(dir, base+".new", unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+			if err != nil {
+				say("error create: %v", err)
+				return 1
+			}
+			f = os.NewFile(uintptr(fd), path+".new")
+		}
 		pattern := crashPattern(v)
 		h := sha256.New()
 		for off, j := int64(0), int64(0); off < size; off, j = off+int64(len(buf)), j+1 {
@@ -95,6 +127,16 @@ func runCrashWriter(args []string) int {
 		if err := f.Sync(); err != nil {
 			say("error fsync v%d: %v", v, err)
 			return 1
+		}
+		if save {
+			if err := f.Close(); err != nil {
+				say("error close v%d: %v", v, err)
+				return 1
+			}
+			if err := unix.Renameat(dir, base+".new", dir, base); err != nil {
+				say("error rename v%d: %v", v, err)
+				return 1
+			}
 		}
 		say("synced %d", v)
 		if pause {
@@ -113,18 +155,20 @@ type crashChild struct {
 	done   chan struct{}
 }
 
-func startCrashWriter(t *testing.T, path string, size, first int64, pause bool) *crashChild {
+func startCrashWriter(t *testing.T, path string, size, first int64, pause, save bool) *crashChild {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := "0"
-	if pause {
-		p = "1"
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
 	}
 	c := &crashChild{synced: make(chan int64, 1000), done: make(chan struct{})}
-	c.cmd = exec.Command(exe, path, strconv.FormatInt(size, 10), strconv.FormatInt(first, 10), p)
+	c.cmd = exec.Command(exe, path, strconv.FormatInt(size, 10), strconv.FormatInt(first, 10), flag(pause), flag(save))
 	c.cmd.Env = append(os.Environ(), helperEnv+"="+crashWriter)
 	c.cmd.Stderr = os.Stderr
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
@@ -209,7 +253,9 @@ func crashOutcome(lines []string) (synced, pending string) {
 
 // TestCrashSafety SIGKILLs the daemon at random moments while a child
 // process rewrites a 64 MiB LZ4 frame through the mount and fsyncs in a
-// loop. After every kill the source must decode to one complete version:
+// loop, or saves each version as a new file (streamed) that it fsyncs
+// and renames over the old. After every kill the source must decode to
+// one complete version:
 // the last one whose fsync succeeded (the original before any), or the
 // one being fsynced when the daemon died; a new mount must remove the
 // temp and staging files the dead one left.
@@ -265,8 +311,10 @@ func TestCrashSafety(t *testing.T) {
 				t.Fatalf("iteration %d: a new mount did not remove the stale temp files within 5s: %v", i, left)
 			}
 		}
-		mode := i % 3
-		w := startCrashWriter(t, m.path("f"), size, int64(i+1)*1000, mode == 2)
+		// Every other group of three iterations saves each version as a
+		// new file, streamed, renamed over the old one.
+		mode, save := i%3, i/3%2 == 1
+		w := startCrashWriter(t, m.path("f"), size, int64(i+1)*1000, mode == 2, save)
 		var how string
 		switch mode {
 		case 0: // during recompression: when a temp file appears
@@ -327,7 +375,7 @@ func TestCrashSafety(t *testing.T) {
 		if left := hiddenIn(src); len(left) > 0 {
 			staleSeen++
 		}
-		t.Logf("iteration %d: kill %s; temp file at the kill: %v; source = %s", i, how, tmpAtKill, allowed[got])
+		t.Logf("iteration %d (save as a new file: %v): kill %s; temp file at the kill: %v; source = %s", i, save, how, tmpAtKill, allowed[got])
 	}
 	// A last mount cleans what the last kill left.
 	m := mountFG(t, src, mnt)

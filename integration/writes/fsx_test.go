@@ -37,6 +37,10 @@ type fsx struct {
 	// lookups, no other handles): BLOSCFS_FSX_FDONLY=1, to tell bugs of
 	// the lookup path from others.
 	fdOnly bool
+	// newFiles adds an operation that makes the file anew (unlink and
+	// create, or O_TRUNC) and writes it from its start in order: the
+	// writes a new file streams.
+	newFiles bool
 }
 
 const fsxLogLen = 50
@@ -90,6 +94,37 @@ func (x *fsx) open() {
 	x.f = f
 }
 
+// recreate makes the file anew, by unlink and create or by O_TRUNC, and
+// writes up to about 12 chunks into it from its start, in order, in
+// pieces of random size.
+func (x *fsx) recreate() {
+	unlink := x.rng.IntN(2) == 0
+	x.note("new file (unlink first: %v)", unlink)
+	if err := x.f.Close(); err != nil {
+		x.fail("close: %v", err)
+	}
+	if unlink {
+		if err := os.Remove(x.path); err != nil {
+			x.fail("unlink: %v", err)
+		}
+	}
+	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		x.fail("create: %v", err)
+	}
+	x.f = f
+	x.model = x.model[:0]
+	total := x.rng.IntN(12 << 16)
+	for len(x.model) < total {
+		p := x.randBytes(1 + x.rng.IntN(100<<10))
+		x.note("write %d+%d in order", len(x.model), len(p))
+		if n, err := x.f.WriteAt(p, int64(len(x.model))); err != nil || n != len(p) {
+			x.fail("write %d+%d: %d, %v", len(x.model), len(p), n, err)
+		}
+		x.modelWrite(len(x.model), p)
+	}
+}
+
 // setModelSize cuts or zero-extends the model.
 func (x *fsx) setModelSize(n int) {
 	if n <= len(x.model) {
@@ -128,6 +163,11 @@ func (x *fsx) step() {
 			}
 		}
 	}()
+	if x.newFiles && !x.fdOnly && x.rng.IntN(150) == 0 {
+		x.recreate()
+		x.counts["new file, written in order"]++
+		return
+	}
 	r := x.rng.IntN(1000)
 	switch {
 	case r < 300: // write, sometimes past the end (a hole)
@@ -354,7 +394,9 @@ func TestRandomOps(t *testing.T) {
 	if s := os.Getenv("BLOSCFS_FSX_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
-	for i, format := range []string{"b2frame", "blp"} {
+	// "new" starts from a file created through the mount and makes it
+	// anew now and then: new files written in order are streamed.
+	for i, format := range []string{"b2frame", "blp", "new"} {
 		t.Run(format, func(t *testing.T) {
 			opSeed := seed + uint64(i)
 			root, src, mnt := newDirs(t)
@@ -363,12 +405,21 @@ func TestRandomOps(t *testing.T) {
 				t.Fatal(err)
 			}
 			disk := filepath.Join(src, "f."+format)
-			mustRun(t, bin, "pack", "--format", format, "--codec", "lz4", "--chunk-size", "64KiB", plain, disk)
+			var m *mount
+			if format == "new" {
+				disk = filepath.Join(src, "f.b2frame")
+				m = mountFG(t, src, mnt, "--codec", "lz4", "--chunk-size", "64KiB")
+				copyFile(t, plain, m.path("f"))
+			} else {
+				mustRun(t, bin, "pack", "--format", format, "--codec", "lz4", "--chunk-size", "64KiB", plain, disk)
+			}
 			before := infoOf(t, disk)
-			m := mountFG(t, src, mnt)
+			if m == nil {
+				m = mountFG(t, src, mnt)
+			}
 			x := &fsx{t: t, seed: seed, rng: rand.New(rand.NewPCG(opSeed, opSeed^0xdeadbeef)), path: m.path("f"),
 				model: readFile(t, plain), maxSize: 6 << 20, counts: map[string]int{}, spent: map[string]time.Duration{},
-				fdOnly: os.Getenv("BLOSCFS_FSX_FDONLY") == "1"}
+				fdOnly: os.Getenv("BLOSCFS_FSX_FDONLY") == "1", newFiles: format == "new"}
 			t.Logf("seed %d, %d operations on %s (%d chunks of 64 KiB)", seed, ops, filepath.Base(disk), before.Chunks)
 			start := time.Now()
 			x.open()
