@@ -284,7 +284,7 @@ func checkMountpoint(mnt, source string) error {
 			return fmt.Errorf("the source %s is inside the mountpoint %s", source, abs)
 		}
 	}
-	if mounted, err := isMountpoint(abs); err == nil && mounted {
+	if mounted, err := IsMountpoint(abs); err == nil && mounted {
 		return fmt.Errorf("mountpoint %s is busy: something is already mounted there (bloscfs unmount %s)", abs, abs)
 	}
 	return nil

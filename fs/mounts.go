@@ -10,26 +10,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isMountpoint reports whether path is the mountpoint of a mount, from
+// IsMountpoint reports whether path is the mountpoint of a mount, from
 // /proc/self/mountinfo.
-func isMountpoint(path string) (bool, error) {
+func IsMountpoint(path string) (bool, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == path {
+		if len(fields) > 4 && UnescapeMount(fields[4]) == path {
 			return true, nil
 		}
 	}
 	return false, sc.Err()
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for space, …).
-func unescapeMount(s string) string {
+// UnescapeMount undoes the octal escapes of /proc/mounts and
+// /proc/self/mountinfo (\040 for a space, …).
+func UnescapeMount(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	bfs "github.com/bloscfs/bloscfs/fs"
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/internal/testutil"
 	"github.com/bloscfs/bloscfs/pack"
@@ -59,17 +58,7 @@ func testMain(m *testing.M) int {
 		}
 	}
 	defer emergencyUnmount()
-	ci := os.Getenv("CI") != ""
-	switch {
-	case os.Getuid() != 0 && !ci:
-		skipReason = "integration tests mount with go-fuse's DirectMount and need root (run `make test` as root)"
-		return m.Run()
-	case os.Getuid() != 0:
-		setupErr = "CI is set but the tests do not run as root: integration tests need root to mount"
-		return m.Run()
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		setupErr = fmt.Sprintf("/dev/fuse is missing (%v): load the fuse module or install fuse3", err)
+	if skipReason, setupErr = testutil.MountPrereqs("integration tests"); skipReason != "" || setupErr != "" {
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "bloscfs-integration-")
@@ -86,26 +75,8 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// moduleRoot is the directory of go.mod.
-func moduleRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(file))
-}
-
 // goBuild builds ./cmd/bloscfs into out with extra build flags.
-func goBuild(out string, flags ...string) error {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	args := append(append([]string{"build"}, flags...), "-o", out, "./cmd/bloscfs")
-	cmd := exec.Command(gobin, args...)
-	cmd.Dir = moduleRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
-	return nil
-}
+func goBuild(out string, flags ...string) error { return testutil.BuildBloscfs(out, flags...) }
 
 // raceBinary returns a bloscfs binary built with -race (built once).
 func raceBinary(t *testing.T) string {
@@ -144,43 +115,21 @@ func requireTool(t *testing.T, name string) string {
 }
 
 // result is what a finished program left behind.
-type result struct {
-	stdout, stderr []byte
-	code           int // exit code; -1 when killed or not started
-	err            error
-}
+type result = testutil.Result
 
-func (r result) String() string {
-	return fmt.Sprintf("exit %d (%v), stderr: %s", r.code, r.err, strings.TrimSpace(string(r.stderr)))
-}
-
-// runProg runs a program with a timeout and returns its outcome.
+// runProg runs a program with a timeout.
 func runProg(timeout time.Duration, name string, args ...string) result {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.WaitDelay = 5 * time.Second
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	r := result{stdout: so.Bytes(), stderr: se.Bytes(), err: err, code: -1}
-	if cmd.ProcessState != nil {
-		r.code = cmd.ProcessState.ExitCode()
-	}
-	if ctx.Err() != nil {
-		r.err = fmt.Errorf("timed out after %v: %w", timeout, err)
-	}
-	return r
+	return testutil.Run(timeout, name, args...)
 }
 
 // mustRun runs a program and fails the test unless it exits 0.
 func mustRun(t testing.TB, name string, args ...string) []byte {
 	t.Helper()
 	r := runProg(cmdTimeout, name, args...)
-	if r.err != nil {
+	if r.Err != nil {
 		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), r)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 // pythonNumpy returns Debian's python3 that imports numpy.
@@ -435,7 +384,7 @@ func mountDaemon(t *testing.T, src string, flags ...string) *mount {
 	t.Cleanup(m.cleanup) // registered first: it also runs if mounting fails half-way
 	register(m.dir, 0)
 	r := runProg(30*time.Second, bin, args...)
-	if r.err != nil {
+	if r.Err != nil {
 		t.Fatalf("bloscfs %s: %v", strings.Join(args, " "), r)
 	}
 	if !isMounted(m.dir) {
@@ -537,9 +486,9 @@ func (m *mount) unmount() result {
 func (m *mount) cleanup() {
 	t := m.t
 	if isMounted(m.dir) {
-		if r := m.unmount(); r.err != nil {
+		if r := m.unmount(); r.Err != nil {
 			t.Errorf("cleanup: bloscfs unmount %s: %v", m.dir, r)
-			if r := runProg(30*time.Second, "umount", "-l", m.dir); r.err != nil {
+			if r := runProg(30*time.Second, "umount", "-l", m.dir); r.Err != nil {
 				t.Errorf("cleanup: umount -l %s: %v", m.dir, r)
 			}
 		}
@@ -563,19 +512,8 @@ func (m *mount) cleanup() {
 
 // isMounted reports whether dir is a mountpoint in /proc/self/mountinfo.
 func isMounted(dir string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == dir {
-			return true
-		}
-	}
-	return false
+	ok, _ := bfs.IsMountpoint(dir)
+	return ok
 }
 
 // mountOptions returns the options of dir's line in /proc/mounts.
@@ -583,27 +521,11 @@ func mountOptions(dir string) []string {
 	b, _ := os.ReadFile("/proc/mounts")
 	for _, line := range strings.Split(string(b), "\n") {
 		fields := strings.Fields(line)
-		if len(fields) > 3 && unescapeMount(fields[1]) == dir {
+		if len(fields) > 3 && bfs.UnescapeMount(fields[1]) == dir {
 			return strings.Split(fields[3], ",")
 		}
 	}
 	return nil
-}
-
-// unescapeMount undoes the octal escapes of /proc mount tables.
-func unescapeMount(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // cmdline returns the arguments of a process ("" entries when gone or a

@@ -40,7 +40,7 @@ func TestCorruptAndInvalid(t *testing.T) {
 		}
 	}
 	r := runProg(cmdTimeout, "cat", bad)
-	if r.code == 0 || !strings.Contains(string(r.stderr), "Input/output error") {
+	if r.Code == 0 || !strings.Contains(string(r.Stderr), "Input/output error") {
 		t.Errorf("cat %s: %v; want a failure with Input/output error", bad, r)
 	}
 	var line string
@@ -98,8 +98,8 @@ func TestMountBusyMountpoint(t *testing.T) {
 	src := copyFixtures(t)
 	m := mountDaemon(t, src)
 	r := runProg(30*time.Second, bin, "mount", "--log", filepath.Join(t.TempDir(), "log2"), src, m.dir)
-	msg := strings.TrimSpace(string(r.stderr))
-	if r.code != 1 || !strings.Contains(msg, m.dir) || !strings.Contains(msg, "busy") || strings.Contains(msg, "\n") {
+	msg := strings.TrimSpace(string(r.Stderr))
+	if r.Code != 1 || !strings.Contains(msg, m.dir) || !strings.Contains(msg, "busy") || strings.Contains(msg, "\n") {
 		t.Errorf("second mount on %s: %v; want exit 1 and one line naming the mountpoint as busy", m.dir, r)
 	}
 	// The second daemon reported its error; give it time to exit.
@@ -140,7 +140,7 @@ func TestReadOnly(t *testing.T) {
 				t.Errorf("/proc/mounts options of %s: %v, want ro", m.dir, mountOptions(m.dir))
 			}
 			r := runProg(cmdTimeout, "touch", m.path("newfile"))
-			if r.code == 0 || !strings.Contains(string(r.stderr), "Read-only file system") {
+			if r.Code == 0 || !strings.Contains(string(r.Stderr), "Read-only file system") {
 				t.Errorf("touch on a read-only mount: %v; want Read-only file system", r)
 			}
 			if err := os.WriteFile(m.path("newfile2"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
@@ -235,7 +235,7 @@ func TestAllowOther(t *testing.T) {
 		if cmd.ProcessState != nil {
 			code = cmd.ProcessState.ExitCode()
 		}
-		return result{stdout: so.Bytes(), stderr: se.Bytes(), err: err, code: code}
+		return result{Stdout: so.Bytes(), Stderr: se.Bytes(), Err: err, Code: code}
 	}
 	// nobody must be able to walk down to the mountpoints.
 	openUp := func(m *mount) {
@@ -247,7 +247,7 @@ func TestAllowOther(t *testing.T) {
 
 	plain := mountDaemon(t, src)
 	openUp(plain)
-	if r := catAs(plain.path("codec_lz4")); r.code == 0 || !strings.Contains(string(r.stderr), "Permission denied") {
+	if r := catAs(plain.path("codec_lz4")); r.Code == 0 || !strings.Contains(string(r.Stderr), "Permission denied") {
 		t.Errorf("nobody reading a mount without allow_other: %v; want Permission denied", r)
 	}
 
@@ -260,14 +260,14 @@ func TestAllowOther(t *testing.T) {
 		}
 	}
 	r := catAs(m.path("codec_lz4"))
-	if r.err != nil || sha(r.stdout) != fx.PlainSHA {
-		t.Errorf("nobody reading with allow_other: %v, %d bytes (sha %s, want %s)", r, len(r.stdout), sha(r.stdout), fx.PlainSHA)
+	if r.Err != nil || sha(r.Stdout) != fx.PlainSHA {
+		t.Errorf("nobody reading with allow_other: %v, %d bytes (sha %s, want %s)", r, len(r.Stdout), sha(r.Stdout), fx.PlainSHA)
 	}
 	// default_permissions: the source's mode bits apply to nobody.
 	if err := os.Chmod(filepath.Join(src, "codec_zstd.blp"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := catAs(m.path("codec_zstd")); r.code == 0 {
+	if r := catAs(m.path("codec_zstd")); r.Code == 0 {
 		t.Errorf("nobody read a 0600 root file through allow_other,default_permissions: %v", r)
 	}
 }

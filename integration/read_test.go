@@ -373,8 +373,8 @@ func TestRsync(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := runProg(cmdTimeout, "cmp", filepath.Join(exp, e.view), filepath.Join(dest, e.view))
-		if r.err != nil {
-			t.Errorf("cmp %s (from %s): %s %v", e.view, disk, r.stdout, r)
+		if r.Err != nil {
+			t.Errorf("cmp %s (from %s): %s %v", e.view, disk, r.Stdout, r)
 			continue
 		}
 		// rsync -a keeps the times and permissions the view shows, which

@@ -246,12 +246,12 @@ func TestKillReaderMidRead(t *testing.T) {
 		t.Errorf("after the kill, reading small gives %d bytes, %v (want the same %d bytes)", len(got), err, len(small))
 	}
 	r := m.unmount()
-	for i := 0; r.err != nil && i < 10 && strings.Contains(string(r.stderr), "busy"); i++ {
+	for i := 0; r.Err != nil && i < 10 && strings.Contains(string(r.Stderr), "busy"); i++ {
 		t.Logf("bloscfs unmount: %v; retrying", r)
 		time.Sleep(100 * time.Millisecond)
 		r = m.unmount()
 	}
-	if r.err != nil {
+	if r.Err != nil {
 		t.Fatalf("bloscfs unmount after killing a reader: %v", r)
 	}
 	if isMounted(m.dir) {

@@ -28,7 +28,7 @@ func TestOutOfSpace(t *testing.T) {
 	}
 	mustRun(t, "mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", src)
 	t.Cleanup(func() {
-		if r := runProg(time.Minute, "umount", src); r.err != nil {
+		if r := runProg(time.Minute, "umount", src); r.Err != nil {
 			runProg(time.Minute, "umount", "-l", src)
 		}
 		if isMounted(src) {
@@ -121,7 +121,7 @@ func TestOutOfSpace(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := runProg(time.Minute, "cp", in, m.path("new"))
-		if r.err == nil {
+		if r.Err == nil {
 			t.Errorf("cp of 15 MiB of random bytes into 9 MiB of free space succeeded")
 		} else {
 			t.Logf("cp: %v", r)
@@ -129,7 +129,7 @@ func TestOutOfSpace(t *testing.T) {
 		intact(t, "after the failed cp")
 		// What is left under the new name is a complete container.
 		if _, err := os.Stat(filepath.Join(src, "new.b2frame")); err == nil {
-			if r := runProg(time.Minute, bin, "unpack", filepath.Join(src, "new.b2frame"), "-"); r.err != nil {
+			if r := runProg(time.Minute, bin, "unpack", filepath.Join(src, "new.b2frame"), "-"); r.Err != nil {
 				t.Errorf("new.b2frame left by the failed cp does not decode: %v", r)
 			}
 		}

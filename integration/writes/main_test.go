@@ -1,7 +1,6 @@
 package writes
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	bfs "github.com/bloscfs/bloscfs/fs"
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/internal/testutil"
 )
@@ -58,17 +57,7 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	ci := os.Getenv("CI") != ""
-	switch {
-	case os.Getuid() != 0 && !ci:
-		skipReason = "write-path tests mount for real and need root (run `make test` as root)"
-		return m.Run()
-	case os.Getuid() != 0:
-		setupErr = "CI is set but the tests do not run as root: they need root to mount"
-		return m.Run()
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		setupErr = fmt.Sprintf("/dev/fuse is missing (%v): load the fuse module or install fuse3", err)
+	if skipReason, setupErr = testutil.MountPrereqs("write-path tests"); skipReason != "" || setupErr != "" {
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "bloscfs-writes-")
@@ -89,25 +78,8 @@ func testMain(m *testing.M) int {
 	return code
 }
 
-// moduleRoot is the directory of go.mod.
-func moduleRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
-}
-
 // goBuild builds ./cmd/bloscfs into out.
-func goBuild(out string) error {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	cmd := exec.Command(gobin, "build", "-o", out, "./cmd/bloscfs")
-	cmd.Dir = moduleRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build -o %s ./cmd/bloscfs: %v\n%s", out, err, b)
-	}
-	return nil
-}
+func goBuild(out string) error { return testutil.BuildBloscfs(out) }
 
 // requireRoot skips or fails as TestMain decided.
 func requireRoot(tb testing.TB) {
@@ -135,43 +107,21 @@ func requireTool(tb testing.TB, names ...string) {
 // --- running programs ---
 
 // result is what a finished program left behind.
-type result struct {
-	stdout, stderr []byte
-	code           int // -1 when killed or not started
-	err            error
-}
-
-func (r result) String() string {
-	return fmt.Sprintf("exit %d (%v), stderr: %s", r.code, r.err, strings.TrimSpace(string(r.stderr)))
-}
+type result = testutil.Result
 
 // runProg runs a program with a timeout.
 func runProg(timeout time.Duration, name string, args ...string) result {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.WaitDelay = 5 * time.Second
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	r := result{stdout: so.Bytes(), stderr: se.Bytes(), err: err, code: -1}
-	if cmd.ProcessState != nil {
-		r.code = cmd.ProcessState.ExitCode()
-	}
-	if ctx.Err() != nil {
-		r.err = fmt.Errorf("timed out after %v: %w", timeout, err)
-	}
-	return r
+	return testutil.Run(timeout, name, args...)
 }
 
 // mustRun runs a program and fails the test unless it exits 0.
 func mustRun(tb testing.TB, name string, args ...string) []byte {
 	tb.Helper()
 	r := runProg(cmdTimeout, name, args...)
-	if r.err != nil {
+	if r.Err != nil {
 		tb.Fatalf("%s %s: %v", name, strings.Join(args, " "), r)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 // python returns Debian's interpreter that imports modules (failing the
@@ -189,10 +139,10 @@ func python(tb testing.TB, modules ...string) string {
 func runPy(tb testing.TB, py, script string, args ...string) string {
 	tb.Helper()
 	r := runProg(cmdTimeout, py, append([]string{"-c", script}, args...)...)
-	if r.err != nil {
-		tb.Fatalf("python %v: %v\nstdout: %s\nscript:\n%s", args, r, r.stdout, script)
+	if r.Err != nil {
+		tb.Fatalf("python %v: %v\nstdout: %s\nscript:\n%s", args, r, r.Stdout, script)
 	}
-	return string(r.stdout)
+	return string(r.Stdout)
 }
 
 // --- the source side: unpack and info ---
@@ -496,7 +446,7 @@ func mountBG(tb testing.TB, src, dir string, flags ...string) *mount {
 	args := append(append([]string{"mount", "--log", m.logPath}, flags...), src, dir)
 	r := runProg(time.Minute, bin, args...)
 	m.register(tb)
-	if r.err != nil {
+	if r.Err != nil {
 		tb.Fatalf("bloscfs %s: %v\nlog:\n%s", strings.Join(args, " "), r, m.logText())
 	}
 	if !isMounted(dir) {
@@ -578,12 +528,12 @@ func (m *mount) unmount(tb testing.TB) {
 	tb.Helper()
 	var r result
 	for i := 0; i < 50; i++ {
-		if r = runProg(time.Minute, bin, "unmount", m.dir); r.err == nil {
+		if r = runProg(time.Minute, bin, "unmount", m.dir); r.Err == nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if r.err != nil {
+	if r.Err != nil {
 		tb.Fatalf("bloscfs unmount %s: %v", m.dir, r)
 	}
 	if !m.waitExit(30 * time.Second) {
@@ -605,7 +555,7 @@ func (m *mount) kill(tb testing.TB) {
 	if !m.waitExit(30 * time.Second) {
 		tb.Fatalf("the daemon of %s survived SIGKILL for 30s", m.dir)
 	}
-	if r := runProg(time.Minute, "umount", "-l", m.dir); r.err != nil && isMounted(m.dir) {
+	if r := runProg(time.Minute, "umount", "-l", m.dir); r.Err != nil && isMounted(m.dir) {
 		tb.Fatalf("umount -l %s: %v", m.dir, r)
 	}
 	if isMounted(m.dir) {
@@ -619,7 +569,7 @@ func (m *mount) kill(tb testing.TB) {
 func (m *mount) cleanup(tb testing.TB) {
 	if isMounted(m.dir) {
 		for i := 0; i < 20 && isMounted(m.dir); i++ {
-			if runProg(time.Minute, bin, "unmount", m.dir).err == nil {
+			if runProg(time.Minute, bin, "unmount", m.dir).Err == nil {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -657,39 +607,8 @@ func (m *mount) cleanup(tb testing.TB) {
 
 // isMounted reports whether dir is a mountpoint in /proc/self/mountinfo.
 func isMounted(dir string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == dir {
-			return true
-		}
-	}
-	return false
-}
-
-// unescapeMount undoes the octal escapes of mountinfo (\040 for space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	ok, _ := bfs.IsMountpoint(dir)
+	return ok
 }
 
 // servesMount reports whether process pid is our bloscfs binary serving
