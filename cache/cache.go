@@ -225,6 +225,18 @@ func (c *Cache[K]) Remove(key K) {
 	c.mu.Unlock()
 }
 
+// RemoveRef drops key from the cache if it still holds r (and not a
+// value loaded again since r was evicted).
+func (c *Cache[K]) RemoveRef(key K, r *Ref) {
+	c.mu.Lock()
+	if v, ok := c.lru.Peek(key); ok && v == r {
+		c.removing = true
+		c.lru.Remove(key)
+		c.removing = false
+	}
+	c.mu.Unlock()
+}
+
 // Stats are the cache's counters.
 type Stats struct {
 	Hits, Misses, Loads, Evictions int64

@@ -207,3 +207,29 @@ func TestConcurrentPins(t *testing.T) {
 		t.Fatalf("no buffer was reused: %+v", s)
 	}
 }
+
+// TestRemoveRef checks that RemoveRef drops the value it names and not
+// a copy loaded again after that one was evicted.
+func TestRemoveRef(t *testing.T) {
+	c := New[int](1000)
+	load := func() ([]byte, error) { return c.Alloc(600), nil }
+	old, err := c.Acquire(1, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(t, c, 2, 600) // evicts 1 while old pins it
+	fresh, err := c.Acquire(1, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.RemoveRef(1, old)
+	if !c.Contains(1) {
+		t.Fatal("RemoveRef of an evicted value dropped the copy loaded since")
+	}
+	c.RemoveRef(1, fresh)
+	if c.Contains(1) {
+		t.Fatal("RemoveRef did not drop the value it named")
+	}
+	old.Release()
+	fresh.Release()
+}

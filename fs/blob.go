@@ -541,6 +541,10 @@ func (h *blobHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
+// aheadStep is the unit of read-ahead: the blocks of one step decode in
+// parallel.
+const aheadStep = 1 << 20
+
 // readAheadFrom decodes the blocks up to ReadAhead bytes after a
 // sequential read into the cache in the background, so that the next
 // READs find them there. It starts after what an earlier read-ahead of the
@@ -557,8 +561,10 @@ func (h *blobHandle) readAheadFrom(off int64) {
 	go func() {
 		defer h.aheadWG.Done()
 		defer h.ahead.Store(false)
-		if !h.closed.Load() {
-			h.n.prefetch(off, to-off, h.next.Load)
+		// In steps of 1 MiB, each under its own read lock, so that a
+		// write or commit does not wait for the whole read-ahead.
+		for pos := off; pos < to && !h.closed.Load(); pos += aheadStep {
+			h.n.prefetch(pos, min(aheadStep, to-pos), h.next.Load)
 		}
 	}()
 }

@@ -63,7 +63,8 @@ type Options struct {
 	NewParams    blosc.Params
 	NewChunkSize int64
 
-	noStream bool // tests: stage new files as any other (no streamer)
+	noStream   bool         // tests: stage new files as any other (no streamer)
+	failCommit func() error // tests: a commit fails with this once its temp file is complete
 }
 
 // DefaultOptions returns the options of a default mount.

@@ -22,6 +22,7 @@ type stage struct {
 	size      int64        // current plain size
 	baseLimit int64        // base bytes at or past this were truncated away
 	base      io.ReaderAt  // original plain content (nil for a new file)
+	temp      *tempFile    // file, as a temp file to remove (nil in tests)
 	// stream, while not nil, holds all of [0, size) instead of file
 	// (which then holds nothing), for a new file written in order.
 	stream *streamer
@@ -34,6 +35,12 @@ type stage struct {
 // newStage starts a stage over base (baseSize bytes, or 0 and nil).
 func newStage(f *os.File, base io.ReaderAt, baseSize int64) *stage {
 	return &stage{file: f, size: baseSize, baseLimit: baseSize, base: base}
+}
+
+// reset starts the stage over from a new base of size bytes, keeping its
+// (emptied) file.
+func (s *stage) reset(base io.ReaderAt, size int64) {
+	*s = stage{file: s.file, temp: s.temp, size: size, baseLimit: size, base: base}
 }
 
 // changed reports whether anything differs from the base.
@@ -88,7 +95,12 @@ func (s *stage) truncate(n int64) error {
 	if s.broken != nil {
 		return s.broken
 	}
-	if s.stream != nil && n != s.size {
+	switch {
+	case s.stream != nil && n == 0:
+		s.dropStream() // nothing of it stays
+		s.size = 0
+		return nil
+	case s.stream != nil && n != s.size:
 		if err := s.demote(); err != nil {
 			return err
 		}

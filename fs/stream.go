@@ -17,7 +17,7 @@ import (
 // stream: demote moves what it holds into the stage file, and the stage
 // carries on as for any other file.
 type streamer struct {
-	tmp     *os.File
+	tmp     *tempFile
 	w       *frame.Writer
 	cs      int
 	buf     []byte        // the chunk being filled
@@ -36,13 +36,19 @@ type chunkJob struct {
 	done  chan struct{}
 }
 
-// maxPendingChunks bounds the chunks held in memory, compressing or
-// waiting to be written, so that a stream uses a few chunks of memory.
-func maxPendingChunks() int { return 2 * runtime.GOMAXPROCS(0) }
+// streamMemory bounds the plain bytes a stream holds in chunks that are
+// compressing or waiting to be written (at least one chunk).
+const streamMemory = 64 << 20
+
+// maxPending is how many chunks may be pending: two per core, fewer when
+// chunks are large.
+func (s *streamer) maxPending() int {
+	return max(1, min(2*runtime.GOMAXPROCS(0), streamMemory/s.cs))
+}
 
 // newStreamer starts a frame of chunk size cs with chunk parameters p in
 // tmp.
-func newStreamer(tmp *os.File, p frame.Params) (*streamer, error) {
+func newStreamer(tmp *tempFile, p frame.Params) (*streamer, error) {
 	w, err := frame.NewWriter(tmp, p)
 	if err != nil {
 		return nil, err
@@ -69,11 +75,12 @@ func (s *streamer) write(p []byte) error {
 			if k := len(s.free); k > 0 {
 				s.buf, s.free = s.free[k-1][:0], s.free[:k-1]
 			} else {
-				s.buf = make([]byte, 0, s.cs)
+				// A small file gets a small buffer; append grows it.
+				s.buf = make([]byte, 0, min(s.cs, max(len(p), 64<<10)))
 			}
 		}
-		k := copy(s.buf[len(s.buf):s.cs], p)
-		s.buf = s.buf[:len(s.buf)+k]
+		k := min(len(p), s.cs-len(s.buf))
+		s.buf = append(s.buf, p[:k]...)
 		p = p[k:]
 		if len(s.buf) == s.cs {
 			if err := s.submit(); err != nil {
@@ -96,7 +103,7 @@ func (s *streamer) submit() error {
 		close(j.done)
 	}()
 	s.pending = append(s.pending, j)
-	return s.emit(maxPendingChunks())
+	return s.emit(s.maxPending())
 }
 
 // emit adds the compressed chunks to the frame in order, waiting until at
@@ -121,7 +128,7 @@ func (s *streamer) emit(keep int) error {
 			return j.err
 		}
 		s.emitted += int64(len(j.plain))
-		if cap(j.plain) == s.cs && len(s.free) < maxPendingChunks() {
+		if cap(j.plain) == s.cs && len(s.free) < s.maxPending() {
 			s.free = append(s.free, j.plain[:0])
 		}
 		s.pending[0] = nil
@@ -163,7 +170,7 @@ func (s *streamer) demote(stageFile *os.File) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	fr, err := frame.Open(s.tmp, st.Size(), s.tmp.Name(), pack.NoCache{})
+	fr, err := frame.Open(s.tmp.File, st.Size(), s.tmp.Name(), pack.NoCache{})
 	if err != nil {
 		return 0, err
 	}
@@ -189,6 +196,5 @@ func (s *streamer) abort() {
 		<-j.done // no compression outlives the stream
 	}
 	s.pending = nil
-	s.tmp.Close()
-	os.Remove(s.tmp.Name())
+	s.tmp.remove()
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,7 +77,7 @@ func TestStreamNewFile(t *testing.T) {
 			}
 			off += n
 		}
-		if tf := tempFiles(t, src); tf["stage"].size != 0 || tf["tmp"].n != 1 {
+		if tf := tempFiles(t, filepath.Dir(filepath.Join(src, name))); tf["stage"].size != 0 || tf["tmp"].n != 1 {
 			t.Fatalf("after writing %d bytes in order: temp files %v, want an empty stage and the frame being written", len(data), tf)
 		}
 		if st, err := f.Stat(); err != nil || st.Size() != int64(len(data)) {
@@ -202,7 +204,70 @@ func TestStreamNewFile(t *testing.T) {
 		}
 		noTempFiles(t, src)
 	})
+	t.Run("truncation to zero drops the stream", func(t *testing.T) {
+		f := writeStream(t, "zero")
+		if err := f.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+		if tf := tempFiles(t, src); tf["tmp"].n != 0 || tf["stage"].size != 0 {
+			t.Fatalf("after truncate to 0: temp files %v, want nothing", tf)
+		}
+		closeAndCheck(t, f, "zero", []byte{})
+	})
+	t.Run("the directory is renamed while streaming", func(t *testing.T) {
+		if err := os.Mkdir(filepath.Join(mnt, "d1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f := writeStream(t, "d1/moved")
+		if err := os.Rename(filepath.Join(mnt, "d1"), filepath.Join(mnt, "d2")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(data[:1000], int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+		closeAndCheck(t, f, "d2/moved", append(append([]byte(nil), data...), data[:1000]...))
+		noTempFiles(t, filepath.Join(src, "d2"))
+	})
 	if strings.Contains(logs.String(), "stream") {
 		t.Errorf("log: %s", logs.String())
+	}
+}
+
+// TestStreamCommitFailure makes the commit of a stream fail once the
+// frame in its temp file is complete (as a failed fsync of it would):
+// close must report the error, the file keep its old content (empty),
+// and no later commit write what the stream no longer holds.
+func TestStreamCommitFailure(t *testing.T) {
+	opts := DefaultOptions()
+	var fails atomic.Int32
+	opts.failCommit = func() error {
+		fails.Add(1)
+		return syscall.EIO
+	}
+	src, mnt, logs := mountFixtures(t, opts)
+	f, err := os.Create(filepath.Join(mnt, "lost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	data := bytes.Repeat([]byte("streamed data "), 200000)
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if tf := tempFiles(t, src); tf["tmp"].n != 1 {
+		t.Fatalf("not streaming: temp files %v", tf)
+	}
+	if err := f.Close(); err == nil {
+		t.Error("close of a file whose commit failed returned no error")
+	}
+	noTempFiles(t, src) // after RELEASE, which tries to commit again
+	if got := decodeSource(t, filepath.Join(src, "lost.b2frame")); len(got) != 0 {
+		t.Errorf("lost.b2frame holds %d bytes after its only commit failed, want its old content (none)", len(got))
+	}
+	if n := fails.Load(); n != 1 {
+		t.Errorf("the commit reached its end %d times, want 1: a later commit ran without the stream's data", n)
+	}
+	if !strings.Contains(logs.String(), "lost.b2frame") {
+		t.Errorf("no log line names the file: %q", logs.String())
 	}
 }

@@ -39,16 +39,57 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// tempFile creates a hidden file in dir for staging or recompression,
-// locked (flock) while it is open so that another mount's cleanup of
-// stale temp files leaves it alone.
-func (f *FS) tempFile(dir, kind string) (*os.File, error) {
-	t, err := os.CreateTemp(dir, TempPrefix+kind+"-"+f.token+"-*")
+// tempFile is a hidden file beside the originals, for staging or
+// recompression. It keeps its directory open and renames and removes
+// itself relative to it, so that a rename of the directory while the file
+// is being written does not lose it. It is locked (flock) while open, so
+// that another mount's cleanup of stale temp files leaves it alone.
+type tempFile struct {
+	*os.File
+	dir  *os.File // the directory holding it
+	name string   // its name in dir
+}
+
+// tempFile creates a temp file of kind ("stage", "tmp") in dir.
+func (f *FS) tempFile(dir, kind string) (*tempFile, error) {
+	d, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}
+	t, err := os.CreateTemp(dir, TempPrefix+kind+"-"+f.token+"-*")
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
 	unix.Flock(int(t.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	return t, nil
+	return &tempFile{File: t, dir: d, name: filepath.Base(t.Name())}, nil
+}
+
+// path names the file through its open directory: it stays valid when
+// the directory is renamed.
+func (t *tempFile) path() string {
+	return fmt.Sprintf("/proc/self/fd/%d/%s", t.dir.Fd(), t.name)
+}
+
+// remove closes and removes the file.
+func (t *tempFile) remove() {
+	t.File.Close()
+	unix.Unlinkat(int(t.dir.Fd()), t.name, 0)
+	t.dir.Close()
+}
+
+// renameOver renames the (closed) file to path, replacing what is there,
+// and syncs both directories.
+func (t *tempFile) renameOver(path string) error {
+	defer t.dir.Close()
+	if err := unix.Renameat(int(t.dir.Fd()), t.name, unix.AT_FDCWD, path); err != nil {
+		unix.Unlinkat(int(t.dir.Fd()), t.name, 0)
+		return &os.LinkError{Op: "rename", Old: t.name, New: path, Err: err}
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	return t.dir.Sync() // where it came from, if another directory
 }
 
 // removeIfStale removes a temp file that no live process holds locked.
@@ -92,7 +133,7 @@ func (n *blobNode) startStage() syscall.Errno {
 		n.fs.warnOnce("%s: sparse frames are read-only through the mount", p)
 		return syscall.EROFS
 	}
-	f, err := n.fs.tempFile(filepath.Dir(p), "stage")
+	tf, err := n.fs.tempFile(filepath.Dir(p), "stage")
 	if err != nil {
 		return gofs.ToErrno(err)
 	}
@@ -101,7 +142,8 @@ func (n *blobNode) startStage() syscall.Errno {
 	if n.view != nil {
 		base, size = n.view, n.view.Size
 	}
-	n.stage = newStage(f, base, size)
+	n.stage = newStage(tf.File, base, size)
+	n.stage.temp = tf
 	return 0
 }
 
@@ -116,8 +158,7 @@ func (n *blobNode) dropStageIfIdle() {
 func (n *blobNode) dropStage() {
 	if n.stage != nil {
 		n.stage.dropStream()
-		n.stage.file.Close()
-		os.Remove(n.stage.file.Name())
+		n.stage.temp.remove()
 		n.stage = nil
 	}
 }
@@ -133,8 +174,11 @@ func (n *blobNode) baseSize() int64 {
 // commit recompresses the staged content into a hidden temp file beside
 // the original, syncs it, renames it over the original and syncs the
 // directory: a crash leaves the old file or the new one, never a mix.
-// Chunks no write touched are copied, not re-encoded (n.smu held).
-func (n *blobNode) commit() error {
+// Chunks no write touched are copied, not re-encoded (n.smu held). The
+// content of a stream is in its temp file already: if committing it fails
+// the writes are lost, and the stage breaks so that no later commit
+// writes what it no longer holds.
+func (n *blobNode) commit() (err error) {
 	st := n.stage
 	if st == nil {
 		return nil
@@ -150,59 +194,60 @@ func (n *blobNode) commit() error {
 		// Unlinked while open: the data go with it; free the space.
 		st.dropStream()
 		st.file.Truncate(0)
-		*st = *newStage(st.file, nil, 0)
-		st.size, st.baseLimit = 0, 0
+		st.reset(nil, 0)
 		return nil
 	}
 	p, _ := n.diskPath()
 	if p == "" {
-		return syscall.ENOENT
+		return fmt.Errorf("%s: no longer in the source: %w", n.Path(nil), syscall.ENOENT)
 	}
-	dir := filepath.Dir(p)
-	fail := func(tmp *os.File, err error) error {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("%s: recompressing: %w", p, err)
-	}
-	var tmp *os.File
+	var tmp *tempFile
 	if s := st.stream; s != nil {
-		// The content is in the stream's temp file already: complete it.
 		st.stream = nil
+		defer func() {
+			if err != nil && st.broken == nil {
+				st.broken = fmt.Errorf("committing the streamed writes: %w", err)
+			}
+		}()
 		tmp = s.tmp
 		if err := s.finish(); err != nil {
 			s.abort()
-			st.broken = fmt.Errorf("streaming the writes: %w", err)
-			return fmt.Errorf("%s: recompressing: %w", p, st.broken)
+			return fmt.Errorf("%s: recompressing: %w", p, err)
 		}
 	} else {
 		var err error
-		if tmp, err = n.fs.tempFile(dir, "tmp"); err != nil {
+		if tmp, err = n.fs.tempFile(filepath.Dir(p), "tmp"); err != nil {
 			return err
 		}
-		if err := n.writeContainer(tmp, st); err != nil {
-			return fail(tmp, err)
+		if err := n.writeContainer(tmp.File, st); err != nil {
+			tmp.remove()
+			return fmt.Errorf("%s: recompressing: %w", p, err)
 		}
 	}
-	if err := copyMeta(p, tmp); err != nil {
-		return fail(tmp, err)
+	fail := func(err error) error {
+		tmp.remove()
+		return fmt.Errorf("%s: recompressing: %w", p, err)
+	}
+	if h := n.fs.opts.failCommit; h != nil {
+		if err := h(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := copyMeta(p, tmp.File); err != nil {
+		return fail(err)
 	}
 	if err := tmp.Sync(); err != nil {
-		return fail(tmp, err)
+		return fail(err)
 	}
 	var tst syscall.Stat_t
 	if err := syscall.Fstat(int(tmp.Fd()), &tst); err != nil {
-		return fail(tmp, err)
+		return fail(err)
 	}
-	n.fs.remapID(tmp.Name(), &tst, n.StableAttr()) // before the new file is visible
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("%s: recompressing: %w", p, err)
+	n.fs.remapID(tmp.path(), &tst, n.StableAttr()) // before the new file is visible
+	if err := tmp.File.Close(); err != nil {
+		return fail(err)
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	if err := syncDir(dir); err != nil {
+	if err := tmp.renameOver(p); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	// Serve the new file; the stage starts over from it.
@@ -217,7 +262,7 @@ func (n *blobNode) commit() error {
 	if err := st.file.Truncate(0); err != nil {
 		return err
 	}
-	*st = *newStage(st.file, v, v.Size)
+	st.reset(v, v.Size)
 	return nil
 }
 
@@ -374,8 +419,11 @@ func (h *blobHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 // staged as usual.
 func (n *blobNode) maybeStream() {
 	st := n.stage
+	n.mu.Lock()
+	created, format := n.created, n.format
+	n.mu.Unlock()
 	if st.stream != nil || st.broken != nil || st.size != 0 || len(st.dirty) > 0 ||
-		!n.created || n.baseSize() != 0 || n.format != NewB2Frame || n.fs.opts.noStream {
+		!created || n.baseSize() != 0 || format != NewB2Frame || n.fs.opts.noStream {
 		return
 	}
 	p, _ := n.diskPath()
@@ -388,8 +436,7 @@ func (n *blobNode) maybeStream() {
 	}
 	s, err := newStreamer(tmp, frame.Params{Chunk: n.fs.opts.NewParams, ChunkSize: int(n.fs.opts.NewChunkSize)})
 	if err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
+		tmp.remove()
 		return
 	}
 	st.stream = s
@@ -481,11 +528,12 @@ var (
 // with permission bits perm and, when root, the caller as owner.
 func (f *FS) writeEmpty(path string, format NewFormat, perm uint32, ctx context.Context) error {
 	dir := filepath.Dir(path)
-	tmp, err := f.tempFile(dir, "tmp")
+	tf, err := f.tempFile(dir, "tmp")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
+	defer tf.remove() // the name is gone after the link
+	tmp := tf.File
 	if err := f.writeNew(tmp, nil, 0, format); err != nil {
 		tmp.Close()
 		return err

@@ -56,8 +56,9 @@ type BlockCache interface {
 	Alloc(n int) []byte
 	// Contains reports whether key is cached.
 	Contains(key BlockKey) bool
-	// Remove drops a block that will not be read again soon.
-	Remove(key BlockKey)
+	// RemoveRef drops the block for key, which will not be read again
+	// soon, if the cache still holds r for it.
+	RemoveRef(key BlockKey, r *bcache.Ref)
 }
 
 // NoCache is a BlockCache that keeps nothing: every call decodes.
@@ -81,8 +82,8 @@ func (NoCache) Alloc(n int) []byte { return make([]byte, n) }
 // Contains reports false.
 func (NoCache) Contains(BlockKey) bool { return false }
 
-// Remove does nothing.
-func (NoCache) Remove(BlockKey) {}
+// RemoveRef does nothing.
+func (NoCache) RemoveRef(BlockKey, *bcache.Ref) {}
 
 var containerIDs atomic.Uint64
 
@@ -364,11 +365,10 @@ func (r *ChunkReader) deliver(pc piece, blk *bcache.Ref, mode readMode) {
 	if mode != readWarm {
 		copy(pc.dst, blk.Bytes()[pc.from:])
 	}
-	drop := mode == readOnce && blk.Consume(pc.n) && (pc.block > 0 || !pc.c.NeedsBlock0())
-	blk.Release()
-	if drop {
-		r.cache.Remove(r.key(pc.chunk, pc.block))
+	if mode == readOnce && blk.Consume(pc.n) && (pc.block > 0 || !pc.c.NeedsBlock0()) {
+		r.cache.RemoveRef(r.key(pc.chunk, pc.block), blk) // while pinned: not a reloaded copy
 	}
+	blk.Release()
 }
 
 // fillOne serves one piece. Without a cache, a piece that is a whole

@@ -90,8 +90,9 @@ func (c *mapCache) Contains(k pack.BlockKey) bool {
 
 func (*mapCache) Alloc(n int) []byte { return make([]byte, n) }
 
-// Remove keeps the block: the map is the tests' record of what was decoded.
-func (*mapCache) Remove(pack.BlockKey) {}
+// RemoveRef keeps the block: the map is the tests' record of what was
+// decoded.
+func (*mapCache) RemoveRef(pack.BlockKey, *cache.Ref) {}
 
 // openFixture opens a fixture file or sparse directory.
 func openFixture(t testing.TB, path string, cache pack.BlockCache) *Frame {
