@@ -293,7 +293,9 @@ func (n *blobNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		}
 		n.writers++
 	}
-	return &blobHandle{n: n, writable: w, readAhead: n.fs.opts.ReadAhead}, fuse.FOPEN_KEEP_CACHE, 0
+	h := &blobHandle{n: n, writable: w, readAhead: n.fs.opts.ReadAhead}
+	h.next.Store(-1)
+	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // acquireLocked opens the committed view for a handle, shared among
@@ -500,7 +502,7 @@ type blobHandle struct {
 	n         *blobNode
 	writable  bool
 	readAhead int64
-	next      atomic.Int64 // end of the last read: a read starting near it is sequential
+	next      atomic.Int64 // end of the last read (-1: none): a read starting near it is sequential
 	ahead     atomic.Bool  // a read-ahead is running
 	aheadEnd  atomic.Int64 // where the last read-ahead of this stream ended
 	aheadWG   sync.WaitGroup
@@ -524,8 +526,8 @@ const seqWindow = 2 << 20
 // (KEEP_CACHE), so the blocks it has read whole leave the block cache, and
 // it starts read-ahead of the blocks after it.
 func (h *blobHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	last := h.next.Load()
-	seq := !h.writable && off >= last-seqWindow && off <= last+seqWindow
+	last := h.next.Load() // -1 before the first read, which is sequential at 0
+	seq := !h.writable && (last < 0 && off == 0 || last >= 0 && off >= last-seqWindow && off <= last+seqWindow)
 	n, err := h.n.readAt(dest, off, seq)
 	if err != nil && err != io.EOF {
 		h.n.fs.warnOnce("read error: %v", err)
