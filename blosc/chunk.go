@@ -304,6 +304,7 @@ func (c *Chunk) Decode(dst []byte) error {
 	if len(dst) < int(c.Nbytes) {
 		return fmt.Errorf("blosc: Decode: destination of %d bytes for %d", len(dst), c.Nbytes)
 	}
+	dst = dst[:c.Nbytes:c.Nbytes]
 	var ref []byte
 	for i := 0; i < c.nblocks; i++ {
 		off := c.BlockOffset(i)
@@ -345,7 +346,10 @@ func (c *Chunk) DecodeBlockRef(dst []byte, i int, ref []byte) error {
 	if len(dst) < bl {
 		return fmt.Errorf("blosc: destination of %d bytes for block %d of %d", len(dst), i, bl)
 	}
-	dst = dst[:bl]
+	// Capped at its length: whatever a codec, filter or special path does,
+	// it cannot reach the bytes behind dst, which may be the next block or
+	// chunk of a buffer that other goroutines are decoding into.
+	dst = dst[:bl:bl]
 	if i > 0 && c.NeedsBlock0() && len(ref) < c.BlockLen(0) {
 		return fmt.Errorf("blosc: block %d needs the decoded block 0 as delta reference", i)
 	}
@@ -471,7 +475,7 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int) error {
 			copy(o, src[pos:pos+neblock])
 			pos += neblock
 		default:
-			if err := c.decode(o, src[pos:pos+int(csize)], c.dict); err != nil {
+			if err := c.decode(o[:len(o):len(o)], src[pos:pos+int(csize)], c.dict); err != nil {
 				return fmt.Errorf("%w: stream %d (%s, %d→%d bytes): %v", ErrCorrupt, s, CodecName(c.Codec()), csize, neblock, err)
 			}
 			pos += int(csize)
@@ -487,7 +491,7 @@ func (c *Chunk) decodeVL(out, src []byte) error {
 		copy(out, src)
 		return nil
 	}
-	if err := c.decode(out, src, c.dict); err != nil {
+	if err := c.decode(out[:len(out):len(out)], src, c.dict); err != nil {
 		return fmt.Errorf("%w: VL block (%s, %d→%d bytes): %v", ErrCorrupt, CodecName(c.Codec()), len(src), len(out), err)
 	}
 	return nil

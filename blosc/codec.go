@@ -57,12 +57,16 @@ func CodecByName(name string) (int, bool) {
 // A Decompressor decodes one codec stream. dst has exactly the expected
 // uncompressed length and must be filled completely; any other outcome is
 // an error. dict is the chunk's dictionary, or nil. A Decompressor must be
-// safe for concurrent use.
+// safe for concurrent use, and must write nothing outside dst[:len(dst)]:
+// dst is often a window of a larger buffer whose next bytes another
+// goroutine is filling at the same time. (The chunk decoder caps dst at
+// its length before the call, so that a decoder that appends to dst[:0]
+// cannot reach past it.)
 type Decompressor func(dst, src, dict []byte) error
 
 // A Compressor encodes one stream into dst and returns the number of bytes
 // written, or 0 when the output would not fit in len(dst). A Compressor
-// must be safe for concurrent use.
+// must be safe for concurrent use and write nothing outside dst[:len(dst)].
 type Compressor func(dst, src []byte, clevel int) (int, error)
 
 var (
@@ -219,8 +223,13 @@ func decodeZstd(dst, src, dict []byte) error {
 	return zstdDecodeInto(d, dst, src)
 }
 
+// zstdDecodeInto decodes src into exactly dst. DecodeAll appends to its
+// destination and, with WithDecodeAllCapLimit, may write anywhere up to
+// its capacity: its sequence copies overshoot the end of the output by up
+// to a few bytes. Capping the slice at its length keeps every store inside
+// dst; a stream longer than dst then fails instead of spilling over.
 func zstdDecodeInto(d *zstd.Decoder, dst, src []byte) error {
-	out, err := d.DecodeAll(src, dst[:0])
+	out, err := d.DecodeAll(src, dst[:0:len(dst)])
 	if err != nil {
 		return err
 	}
@@ -365,7 +374,9 @@ func encodeZstd(dst, src []byte, clevel int) (int, error) {
 	if clevel > 9 {
 		clevel = 9
 	}
-	out := zstdEncoder(clevel).EncodeAll(src, dst[:0])
+	// Capped as in zstdDecodeInto: the encoder appends, and may write up
+	// to cap(dst); output that does not fit lands in a new slice.
+	out := zstdEncoder(clevel).EncodeAll(src, dst[:0:len(dst)])
 	if len(out) > len(dst) || (len(out) > 0 && &out[0] != &dst[0]) {
 		return 0, nil
 	}

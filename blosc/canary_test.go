@@ -1,0 +1,376 @@
+package blosc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+)
+
+// The canary tests decode into a window of a larger buffer whose other
+// bytes hold a guard pattern (testutil.Canary): the bytes in front of the
+// window and its spare capacity behind. No codec, filter or special path
+// may write outside dst[:len(dst)]: callers decode neighbouring blocks and
+// chunks into windows of one buffer at the same time (View.WriteTo, the
+// no-cache ReadAt), and a write past a window's end lands in the next one
+// after it was written. Such a write is silent: the race detector does not
+// see stores made in assembly.
+
+// decodeCanary decodes chunk c whole, then block by block, each into a
+// canaried window, and compares with want.
+func decodeCanary(t *testing.T, name string, c *Chunk, want []byte) {
+	t.Helper()
+	cn := testutil.NewCanary(int(c.Nbytes))
+	if err := c.Decode(cn.Dst()); err != nil {
+		t.Fatalf("%s: Decode: %v", name, err)
+	}
+	if err := cn.Check(); err != nil {
+		t.Fatalf("%s: Decode %s", name, err)
+	}
+	if !bytes.Equal(cn.Dst(), want) {
+		t.Fatalf("%s: Decode gives wrong bytes", name)
+	}
+	for i := 0; i < c.NumBlocks(); i++ {
+		bl, off := c.BlockLen(i), c.BlockOffset(i)
+		cb := testutil.NewCanary(bl)
+		if err := c.DecodeBlock(cb.Dst(), i); err != nil {
+			t.Fatalf("%s: DecodeBlock(%d): %v", name, i, err)
+		}
+		if err := cb.Check(); err != nil {
+			t.Fatalf("%s: DecodeBlock(%d of %d, %d bytes) %s", name, i, c.NumBlocks(), bl, err)
+		}
+		if !bytes.Equal(cb.Dst(), want[off:off+int64(bl)]) {
+			t.Fatalf("%s: DecodeBlock(%d) gives wrong bytes", name, i)
+		}
+	}
+}
+
+// canaryData returns n bytes of a kind that the codecs compress (so that
+// their decoders, not the stored-stream copy, do the work): text, a
+// smooth float series, a counter, runs, and incompressible noise.
+func canaryData(r *rand.Rand, kind, n int) []byte {
+	b := make([]byte, n)
+	switch kind % 5 {
+	case 0: // CSV-like text, the shape of the original report
+		var w bytes.Buffer
+		for w.Len() < n {
+			fmt.Fprintf(&w, "%d,%.3f,%.2f,%s\n", w.Len(), 20+5*math.Sin(float64(w.Len())/900), r.Float64()*100, []string{"ok", "warn", "fail"}[r.IntN(3)])
+		}
+		copy(b, w.Bytes())
+	case 1:
+		for i := 0; i+8 <= n; i += 8 {
+			v := math.Round(math.Sin(float64(i)*0.0003)*4000*16) / 16
+			binary.LittleEndian.PutUint64(b[i:], math.Float64bits(v))
+		}
+	case 2:
+		for i := 0; i+4 <= n; i += 4 {
+			binary.LittleEndian.PutUint32(b[i:], uint32(i/4*3))
+		}
+	case 3:
+		v := byte(9)
+		for i := range b {
+			if r.IntN(300) == 0 {
+				v = byte(r.Uint32())
+			}
+			b[i] = v
+		}
+	case 4:
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+	}
+	return b
+}
+
+// TestCanaryGrid writes chunks over a grid of parameters with our
+// encoder (every codec × no shuffle, shuffle, bitshuffle, delta ×
+// typesize 1, 2, 4, 8, 3 × block sizes from 1 KiB to the whole chunk ×
+// split and unsplit, as Blosc2 chunks and, where the format allows, as
+// Blosc1 chunks) and decodes each whole and block by block, from memory
+// and through an io.ReaderAt, into canaried windows.
+func TestCanaryGrid(t *testing.T) {
+	codecs := []int{CodecBloscLZ, CodecLZ4, CodecLZ4HC, CodecZlib, CodecZstd}
+	type fset struct {
+		name   string
+		f      [MaxFilters]uint8
+		blosc1 bool // also as a Blosc1 chunk
+	}
+	filters := []fset{
+		{"noshuffle", [MaxFilters]uint8{}, true},
+		{"shuffle", [MaxFilters]uint8{5: FilterShuffle}, true},
+		{"bitshuffle", [MaxFilters]uint8{5: FilterBitShuffle}, true},
+		{"delta", [MaxFilters]uint8{5: FilterDelta}, false},
+		{"delta+shuffle", [MaxFilters]uint8{4: FilterDelta, 5: FilterShuffle}, false},
+	}
+	typesizes := []int{1, 2, 4, 8, 3}
+	const n = 3*16384 + 1237 // not a power of two, nor a multiple of 2, 4 or 8
+	blocksizes := []int{1 << 10, 4 << 10, 16 << 10, 0, n}
+	splits := []SplitMode{SplitAlways, SplitNever}
+	if testing.Short() || raceEnabled {
+		typesizes = []int{1, 8, 3}
+		blocksizes = []int{1 << 10, 16 << 10, n}
+	}
+	r := rand.New(rand.NewPCG(10, 10))
+	count := 0
+	for _, codec := range codecs {
+		for _, fs := range filters {
+			for _, ts := range typesizes {
+				for _, bs := range blocksizes {
+					for _, sp := range splits {
+						for _, b1 := range []bool{false, true} {
+							if b1 && !fs.blosc1 {
+								continue
+							}
+							p := Params{Codec: codec, Clevel: 1 + count%9, Typesize: ts, Blocksize: bs, Filters: fs.f, Split: sp, Blosc1: b1}
+							if codec == CodecZstd && p.Clevel > 6 {
+								p.Clevel = 9 // the report's level, once in a while (slow)
+								if count%3 != 0 {
+									p.Clevel = 4
+								}
+							}
+							plain := canaryData(r, count, n)
+							count++
+							name := fmt.Sprintf("%s/%s/ts%d/bs%d/split%d/blosc1=%v/clevel%d", CodecName(codec), fs.name, ts, bs, sp, b1, p.Clevel)
+							chunk, err := Compress(nil, plain, p)
+							if err != nil {
+								t.Fatalf("%s: Compress: %v", name, err)
+							}
+							c, err := NewChunkBytes(chunk)
+							if err != nil {
+								t.Fatalf("%s: %v", name, err)
+							}
+							decodeCanary(t, name, c, plain)
+							rc, err := NewChunk(bytes.NewReader(chunk), int64(len(chunk)))
+							if err != nil {
+								t.Fatalf("%s: %v", name, err)
+							}
+							decodeCanary(t, name+"/readerat", rc, plain)
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d chunks decoded into canaried windows", count)
+}
+
+// TestCanarySpecial covers the chunks with no streams: memcpyed chunks
+// (clevel 0), special zeros, NaN, a repeated value and uninitialized
+// chunks, VL blocks, and split streams stored as a run or as zeros.
+func TestCanarySpecial(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 11))
+	plain := canaryData(r, 0, 70001)
+	check := func(name string, chunk, want []byte) {
+		t.Helper()
+		c, err := NewChunkBytes(chunk)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		decodeCanary(t, name, c, want)
+	}
+	for _, b1 := range []bool{false, true} {
+		p := Params{Codec: CodecZstd, Clevel: 0, Typesize: 1, Blosc1: b1}
+		c, _ := Compress(nil, plain, p)
+		check(fmt.Sprintf("memcpyed/blosc1=%v", b1), c, plain)
+	}
+	// All-zero input: a special zero chunk (Blosc2), zero streams (Blosc1).
+	zeros := make([]byte, 300000)
+	for _, b1 := range []bool{false, true} {
+		c, _ := Compress(nil, zeros, Params{Codec: CodecLZ4, Clevel: 5, Typesize: 4, Blocksize: 16 << 10, Blosc1: b1})
+		check(fmt.Sprintf("zeros/blosc1=%v", b1), c, zeros)
+	}
+	// Streams of one repeated byte: run tokens.
+	runs := bytes.Repeat([]byte{7, 7, 7, 7, 9, 9, 9, 9}, 40000)
+	p := Params{Codec: CodecZstd, Clevel: 5, Typesize: 4, Blocksize: 32 << 10, Split: SplitAlways}
+	p.Filters[5] = FilterShuffle
+	c, _ := Compress(nil, runs, p)
+	check("run-streams", c, runs)
+
+	nanChunk := func(ts int, n int) ([]byte, []byte) {
+		h := extHeader(VersionStable, 0, byte(ts), n, 0, [6]byte{}, 0, SpecialNaN<<4)
+		want := make([]byte, n)
+		for i := 0; i+ts <= n; i += ts {
+			if ts == 8 {
+				binary.LittleEndian.PutUint64(want[i:], 0x7FF8000000000000)
+			} else {
+				binary.LittleEndian.PutUint32(want[i:], 0x7FC00000)
+			}
+		}
+		return finish(h), want
+	}
+	for _, ts := range []int{4, 8} {
+		c, want := nanChunk(ts, ts*99991)
+		check(fmt.Sprintf("nan/ts%d", ts), c, want)
+	}
+	val := []byte{1, 2, 3, 4, 5, 6, 7}
+	vc := finish(append(extHeader(VersionStable, 0, 7, 7*77777, 0, [6]byte{}, 0, SpecialValue<<4), val...))
+	check("value", vc, bytes.Repeat(val, 77777))
+	zc := finish(extHeader(VersionStable, 0, 8, 8*55555, 0, [6]byte{}, 0, SpecialZero<<4))
+	check("special-zero", zc, make([]byte, 8*55555))
+	uc := finish(extHeader(VersionStable, 0, 8, 8*55555, 0, [6]byte{}, 0, SpecialUninit<<4))
+	check("uninit", uc, make([]byte, 8*55555))
+
+	// VL blocks, one per codec with an encoder, and one stored raw.
+	for _, codec := range []int{CodecBloscLZ, CodecLZ4, CodecZlib, CodecZstd} {
+		blocks := [][]byte{canaryData(r, 0, 9001), canaryData(r, 4, 333), canaryData(r, 1, 20000), canaryData(r, 2, 4097)}
+		var all []byte
+		for _, b := range blocks {
+			all = append(all, b...)
+		}
+		c := extHeader(VersionVLBlocks, flagDontSplit|codecFormat[codec]<<5, 1, len(all), len(blocks), [6]byte{}, flags2VLBlocks, 0)
+		c = append(c, make([]byte, 4*len(blocks))...)
+		for i, b := range blocks {
+			binary.LittleEndian.PutUint32(c[32+4*i:], uint32(len(c)))
+			c = binary.LittleEndian.AppendUint32(c, uint32(len(b)))
+			out := make([]byte, len(b))
+			k, err := compressor(codec)(out, b, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k <= 0 || k >= len(b) {
+				c = append(c, b...)
+			} else {
+				c = append(c, out[:k]...)
+			}
+		}
+		check("vl/"+CodecName(codec), finish(c), all)
+	}
+}
+
+// TestCanaryCodecs calls every registered decompressor directly, with and
+// without a dictionary where the codec takes one, on streams of many
+// lengths, into canaried windows.
+func TestCanaryCodecs(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 12))
+	dict := canaryData(r, 0, 8000)
+	zenc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBestCompression))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zdenc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderDictRaw(0, dict))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type enc struct {
+		name  string
+		codec int
+		dict  []byte
+		enc   func(src []byte) []byte
+	}
+	viaRegistry := func(codec int) func([]byte) []byte {
+		return func(src []byte) []byte {
+			out := make([]byte, len(src)+1024)
+			k, err := compressor(codec)(out, src, 5)
+			if err != nil || k <= 0 {
+				return nil
+			}
+			return out[:k]
+		}
+	}
+	encs := []enc{
+		{"blosclz", CodecBloscLZ, nil, viaRegistry(CodecBloscLZ)},
+		{"lz4", CodecLZ4, nil, viaRegistry(CodecLZ4)},
+		{"lz4hc", CodecLZ4, nil, viaRegistry(CodecLZ4HC)},
+		{"lz4+dict", CodecLZ4, dict, func(src []byte) []byte { return lz4WithDict(r, dict, src) }},
+		{"snappy", CodecSnappy, nil, func(src []byte) []byte { return s2.EncodeSnappy(nil, src) }},
+		{"zlib", CodecZlib, nil, viaRegistry(CodecZlib)},
+		{"zstd", CodecZstd, nil, func(src []byte) []byte { return zenc.EncodeAll(src, nil) }},
+		{"zstd+dict", CodecZstd, dict, func(src []byte) []byte { return zdenc.EncodeAll(src, nil) }},
+	}
+	sizes := []int{1, 5, 16, 31, 32, 33, 63, 64, 65, 100, 255, 1000, 4095, 4096, 4097, 65535, 65536, 100003, 262144 + 17}
+	for _, e := range encs {
+		for k, n := range sizes {
+			for kind := 0; kind < 5; kind++ {
+				var src []byte
+				if e.dict != nil && kind == 4 {
+					// Mostly copies of the dictionary: matches reach into it.
+					src = make([]byte, 0, n)
+					for len(src) < n {
+						o := r.IntN(len(dict) - 300)
+						src = append(src, dict[o:o+min(64+r.IntN(200), n-len(src))]...)
+					}
+				} else {
+					src = canaryData(r, kind+k, n)
+				}
+				comp := e.enc(src)
+				if comp == nil {
+					continue // did not compress
+				}
+				name := fmt.Sprintf("%s/%d/kind%d", e.name, n, kind)
+				cn := testutil.NewCanary(n)
+				if err := decompressor(e.codec)(cn.Dst(), comp, e.dict); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if err := cn.Check(); err != nil {
+					t.Fatalf("%s: %s", name, err)
+				}
+				if !bytes.Equal(cn.Dst(), src) {
+					t.Fatalf("%s: wrong bytes", name)
+				}
+			}
+		}
+	}
+}
+
+// lz4WithDict encodes src as one LZ4 block whose matches refer into dict
+// (a prefix dictionary, as c-blosc2 writes with use_dict): a greedy
+// search for 4-byte matches in dict and in what is already encoded.
+func lz4WithDict(r *rand.Rand, dict, src []byte) []byte {
+	hist := append(bytes.Clone(dict), src...)
+	base := len(dict)
+	var out []byte
+	lenField := func(n int) {
+		for ; n >= 255; n -= 255 {
+			out = append(out, 255)
+		}
+		out = append(out, byte(n))
+	}
+	emit := func(lits []byte, off, mlen int) {
+		tok := byte(min(len(lits), 15)) << 4
+		if mlen > 0 {
+			tok |= byte(min(mlen-4, 15))
+		}
+		out = append(out, tok)
+		if len(lits) >= 15 {
+			lenField(len(lits) - 15)
+		}
+		out = append(out, lits...)
+		if mlen > 0 {
+			out = binary.LittleEndian.AppendUint16(out, uint16(off))
+			if mlen-4 >= 15 {
+				lenField(mlen - 4 - 15)
+			}
+		}
+	}
+	table := map[uint32]int{}
+	for i := 0; i+4 <= base; i++ {
+		table[binary.LittleEndian.Uint32(hist[i:])] = i
+	}
+	anchor := base
+	end := len(hist) - 5 // the last 5 bytes are literals (LZ4's end rule)
+	for p := base; p+4 <= end; {
+		key := binary.LittleEndian.Uint32(hist[p:])
+		cand, ok := table[key]
+		table[key] = p
+		if !ok || p-cand > 65535 || p-cand == 0 {
+			p++
+			continue
+		}
+		m := 4
+		for p+m < end && hist[cand+m] == hist[p+m] {
+			m++
+		}
+		emit(hist[anchor:p], p-cand, m)
+		p += m
+		anchor = p
+	}
+	emit(hist[anchor:], 0, 0)
+	_ = r
+	return out
+}
