@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/internal/gridfiles"
 	"golang.org/x/sys/unix"
 )
 
@@ -277,32 +277,6 @@ func TestStreamCommitFailure(t *testing.T) {
 	}
 }
 
-// serialDecode decodes a stored container chunk by chunk, each into a
-// buffer of its own, on one goroutine: the reference that the parallel
-// paths are compared with.
-func serialDecode(t *testing.T, path string) []byte {
-	t.Helper()
-	c, closer, err := pack.OpenPath(path, pack.NoCache{})
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	defer closer.Close()
-	src := c.(pack.ChunkSource)
-	var out []byte
-	for i := 0; i < src.NumChunks(); i++ {
-		ch, err := src.OpenChunk(i)
-		if err != nil {
-			t.Fatalf("%s: chunk %d: %v", path, i, err)
-		}
-		b := make([]byte, ch.Nbytes)
-		if err := ch.Decode(b); err != nil {
-			t.Fatalf("%s: chunk %d: %v", path, i, err)
-		}
-		out = append(out, b...)
-	}
-	return out
-}
-
 // TestStreamDemoteUnshuffled ends streams of new zstd files with no
 // shuffle, several blocks a chunk, by a write elsewhere: the demote
 // decodes the streamed frame back into the stage, the blocks of a chunk
@@ -342,26 +316,24 @@ func TestStreamDemoteUnshuffled(t *testing.T) {
 		copy(want[7:], "PATCH")
 		var got []byte
 		for try := 0; try < 40; try++ { // the commit may follow the RELEASE
-			if got = serialDecode(t, filepath.Join(src, name+".b2frame")); len(got) == len(want) {
+			if got = mustSerialDecode(t, filepath.Join(src, name+".b2frame")); len(got) == len(want) {
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if i := firstDiffIndex(got, want); i >= 0 {
+		if i := gridfiles.FirstDiff(got, want); i >= 0 {
 			t.Fatalf("%s: stored content differs from what was written at offset %d (%d bytes stored, %d written)", name, i, len(got), len(want))
 		}
 	}
 }
 
-// firstDiffIndex returns the first offset where a and b differ, or -1.
-func firstDiffIndex(a, b []byte) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
+// mustSerialDecode decodes a stored container chunk by chunk on one
+// goroutine.
+func mustSerialDecode(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := gridfiles.SerialDecode(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(a) != len(b) {
-		return min(len(a), len(b))
-	}
-	return -1
+	return b
 }

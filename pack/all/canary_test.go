@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/gridfiles"
 	"github.com/bloscfs/bloscfs/internal/testutil"
 	"github.com/bloscfs/bloscfs/pack"
 )
@@ -80,7 +81,7 @@ func TestFixtureCanary(t *testing.T) {
 			if _, err := v.WriteTo(&buf); err != nil {
 				t.Fatal(err)
 			}
-			if d := firstDiff(buf.Bytes(), serial); d >= 0 {
+			if d := gridfiles.FirstDiff(buf.Bytes(), serial); d >= 0 {
 				t.Fatalf("WriteTo without a cache differs from the serial decode at offset %d", d)
 			}
 			cn := testutil.NewCanary(int(c.Size()))
@@ -90,22 +91,9 @@ func TestFixtureCanary(t *testing.T) {
 			if err := cn.Check(); err != nil {
 				t.Fatalf("ReadAt of the whole view %s", err)
 			}
-			if d := firstDiff(cn.Dst(), serial); d >= 0 {
+			if d := gridfiles.FirstDiff(cn.Dst(), serial); d >= 0 {
 				t.Fatalf("ReadAt of the whole view without a cache differs from the serial decode at offset %d", d)
 			}
 		})
 	}
-}
-
-// firstDiff returns the first offset where a and b differ, or -1.
-func firstDiff(a, b []byte) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	if len(a) != len(b) {
-		return min(len(a), len(b))
-	}
-	return -1
 }

@@ -1,0 +1,67 @@
+package all
+
+import (
+	"bytes"
+	"io"
+	"runtime"
+	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/gridfiles"
+	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/pack"
+)
+
+// TestParallelPathsMatchSerial writes Bloscpack files and frames over the
+// parameter grid (several chunks each, of a size that is not a power of
+// two) and checks that the paths that decode on several goroutines into
+// one buffer, WriteTo (unpack, verify) and ReadAt with and without a
+// cache, give what a serial single-goroutine decode gives, several times
+// over with GOMAXPROCS 4 so that the goroutines interleave even on two
+// cores.
+func TestParallelPathsMatchSerial(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	g := gridfiles.Full()
+	if raceEnabled || testing.Short() {
+		g = gridfiles.Small()
+	}
+	files, err := gridfiles.Write(t.TempDir(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		serial, err := gridfiles.SerialDecode(f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := gridfiles.FirstDiff(serial, f.Plain); d >= 0 {
+			t.Fatalf("%s: the serial decode differs from what was written at offset %d", f.Name, d)
+		}
+		for _, cache := range []pack.BlockCache{pack.NoCache{}, nil} {
+			v, err := OpenView(f.Path, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rep := 0; rep < 3; rep++ {
+				var buf bytes.Buffer
+				if _, err := v.WriteTo(&buf); err != nil {
+					t.Fatalf("%s: WriteTo: %v", f.Name, err)
+				}
+				if d := gridfiles.FirstDiff(buf.Bytes(), serial); d >= 0 {
+					t.Fatalf("%s: WriteTo (cache %T, run %d) differs from the serial decode at offset %d", f.Name, cache, rep, d)
+				}
+				cn := testutil.NewCanary(int(v.Size))
+				if n, err := v.ReadAt(cn.Dst(), 0); n != len(serial) || (err != nil && err != io.EOF) {
+					t.Fatalf("%s: ReadAt: %d, %v", f.Name, n, err)
+				}
+				if err := cn.Check(); err != nil {
+					t.Fatalf("%s: ReadAt (cache %T) %s", f.Name, cache, err)
+				}
+				if d := gridfiles.FirstDiff(cn.Dst(), serial); d >= 0 {
+					t.Fatalf("%s: ReadAt (cache %T, run %d) differs from the serial decode at offset %d", f.Name, cache, rep, d)
+				}
+			}
+			v.Close()
+		}
+	}
+	t.Logf("%d files", len(files))
+}
