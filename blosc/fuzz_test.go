@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testutil"
 )
 
 // fuzzSeeds returns every chunk of the fixtures (bare and inside frames)
@@ -61,8 +63,10 @@ func FuzzParseHeader(f *testing.F) {
 const maxFuzzOutput = 16 << 20
 
 // FuzzDecode decodes arbitrary chunks whole and block by block, through
-// memory and through an io.ReaderAt; it must never panic, and both paths
-// must agree.
+// memory and through an io.ReaderAt, each into a window of a larger
+// buffer whose front and spare capacity hold a guard pattern
+// (testutil.Canary); it must never panic, never write outside the window
+// (whether the chunk decodes or not), and both paths must agree.
 func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
 		f.Add(s)
@@ -75,17 +79,25 @@ func FuzzDecode(f *testing.F) {
 		if c.Nbytes > maxFuzzOutput {
 			return
 		}
-		full := make([]byte, c.Nbytes)
+		cf := testutil.NewCanary(int(c.Nbytes))
+		full := cf.Dst()
 		fullErr := c.Decode(full)
+		if err := cf.Check(); err != nil {
+			t.Fatalf("Decode (err %v) %s", fullErr, err)
+		}
 		rc, err := NewChunk(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			t.Fatalf("NewChunkBytes accepted what NewChunk refused: %v", err)
 		}
 		var total int
 		for i := 0; i < rc.NumBlocks(); i++ {
-			dst := make([]byte, rc.BlockLen(i))
+			cb := testutil.NewCanary(rc.BlockLen(i))
+			dst := cb.Dst()
 			total += len(dst)
 			err := rc.DecodeBlock(dst, i)
+			if cerr := cb.Check(); cerr != nil {
+				t.Fatalf("DecodeBlock(%d) (err %v) %s", i, err, cerr)
+			}
 			if fullErr == nil {
 				if err != nil {
 					t.Fatalf("block %d: %v, but the whole chunk decoded", i, err)

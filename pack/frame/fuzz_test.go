@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/pack"
 )
 
 // FuzzOpenFrame opens arbitrary bytes as a frame and, when that works
@@ -46,6 +49,23 @@ func FuzzOpenFrame(f *testing.F) {
 			rerr = errors.New("read failed")
 		} else {
 			rerr = nil
+		}
+		if fr.Size() <= 1<<20 {
+			// Without a cache, the blocks of one read decode in parallel
+			// into windows of the caller's buffer: none may write
+			// outside it.
+			nc, err := Open(bytes.NewReader(data), int64(len(data)), "fuzz", pack.NoCache{})
+			if err != nil {
+				t.Fatalf("opens with a cache, not without: %v", err)
+			}
+			cn := testutil.NewCanary(int(nc.Size()))
+			n, err := nc.ReadAt(cn.Dst(), 0)
+			if cerr := cn.Check(); cerr != nil {
+				t.Fatalf("ReadAt without a cache (err %v) %s", err, cerr)
+			}
+			if (err == nil || err == io.EOF) && n == len(content) && rerr == nil && !bytes.Equal(cn.Dst(), content) {
+				t.Fatal("reads with and without a cache differ")
+			}
 		}
 		if a := fr.Array(); a != nil {
 			if c, err := fr.COrder(); err == nil && c.Size() <= limit {
