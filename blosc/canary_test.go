@@ -374,3 +374,30 @@ func lz4WithDict(r *rand.Rand, dict, src []byte) []byte {
 	_ = r
 	return out
 }
+
+// TestCanaryCompressors gives every registered encoder a window of a
+// larger buffer, with room for the output and with too little: it may
+// write only inside the window.
+func TestCanaryCompressors(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 13))
+	for _, codec := range []int{CodecBloscLZ, CodecLZ4, CodecLZ4HC, CodecZlib, CodecZstd} {
+		for kind := 0; kind < 5; kind++ {
+			for _, n := range []int{40, 1000, 65536, 100003} {
+				src := canaryData(r, kind, n)
+				for _, budget := range []int{n / 8, n / 2, n - 1, n + 64} {
+					cn := testutil.NewCanary(budget)
+					k, err := compressor(codec)(cn.Dst(), src, 1+kind*2)
+					if err != nil {
+						t.Fatalf("%s: %v", CodecName(codec), err)
+					}
+					if err := cn.Check(); err != nil {
+						t.Fatalf("%s/kind%d/%d bytes into %d: %s", CodecName(codec), kind, n, budget, err)
+					}
+					if k < 0 || k > budget {
+						t.Fatalf("%s: returned %d for a budget of %d", CodecName(codec), k, budget)
+					}
+				}
+			}
+		}
+	}
+}
