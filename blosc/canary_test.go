@@ -112,9 +112,17 @@ func TestCanaryGrid(t *testing.T) {
 	const n = 3*16384 + 1237 // not a power of two, nor a multiple of 2, 4 or 8
 	blocksizes := []int{1 << 10, 4 << 10, 16 << 10, 0, n}
 	splits := []SplitMode{SplitAlways, SplitNever}
-	if testing.Short() || raceEnabled {
+	if testing.Short() {
 		typesizes = []int{1, 8, 3}
 		blocksizes = []int{1 << 10, 16 << 10, n}
+	}
+	if raceEnabled {
+		// Go code runs an order of magnitude slower under the detector,
+		// which does not see the assembly stores this test is about; the
+		// whole grid runs without it (make test's canary step).
+		typesizes = []int{1, 3}
+		blocksizes = []int{1 << 10, n}
+		splits = splits[1:]
 	}
 	r := rand.New(rand.NewPCG(10, 10))
 	count := 0

@@ -58,6 +58,20 @@ func Small() Grid {
 	}
 }
 
+// Tiny keeps the shapes that matter most (no shuffle and shuffle, an odd
+// typesize, small and whole-chunk blocks) for runs under the race
+// detector, where encoding and decoding in Go is an order of magnitude
+// slower; the full grids run without it.
+func Tiny() Grid {
+	return Grid{
+		Codecs:     []int{blosc.CodecBloscLZ, blosc.CodecLZ4, blosc.CodecZstd},
+		Filters:    []string{"noshuffle", "shuffle", "delta"},
+		Typesizes:  []int{1, 3},
+		Blocksizes: []int{1 << 10, -1},
+		Splits:     []blosc.SplitMode{blosc.SplitNever},
+	}
+}
+
 // Plain returns n bytes of CSV-like text and float series, the data
 // whose decode showed the overshoot; seed varies them.
 func Plain(n, seed int) []byte {

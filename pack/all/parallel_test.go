@@ -21,7 +21,9 @@ import (
 func TestParallelPathsMatchSerial(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	g := gridfiles.Full()
-	if raceEnabled || testing.Short() {
+	if raceEnabled {
+		g = gridfiles.Tiny()
+	} else if testing.Short() {
 		g = gridfiles.Small()
 	}
 	files, err := gridfiles.Write(t.TempDir(), g)
