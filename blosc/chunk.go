@@ -396,13 +396,20 @@ func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte) error {
 			return err
 		}
 	}
+	// dst is the caller's, capped at its length by DecodeBlockRef: the
+	// codec writes nothing behind it. A filtered block decodes into
+	// scratch first, whose spare room lets zstd use its fast copies.
 	bsize := len(dst)
 	out := dst
 	filtered := c.activeFilters()
 	if filtered {
-		tp := getBuf(bsize)
+		slack := 0
+		if c.Codec() == CodecZstd {
+			slack = zstdSlack
+		}
+		tp := getBuf(bsize + slack)
 		defer putBuf(tp)
-		out = *tp
+		out = (*tp)[:bsize]
 	}
 	if c.vlOff != nil {
 		if err := c.decodeVL(out, src[4:]); err != nil {
@@ -442,6 +449,12 @@ unfilter:
 	return nil
 }
 
+// zstdSlack is the spare room behind a scratch output that lets zstd's
+// decoder use its fast, overshooting copies for every block of a frame:
+// it needs a block's worth (at most 128 KiB) plus 16 bytes beyond what it
+// has written when it starts each block.
+const zstdSlack = 128<<10 + 64
+
 // decodeSplit decodes nstreams back-to-back streams filling out.
 func (c *Chunk) decodeSplit(out, src []byte, nstreams int) error {
 	neblock := len(out) / nstreams
@@ -475,7 +488,9 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int) error {
 			copy(o, src[pos:pos+neblock])
 			pos += neblock
 		default:
-			if err := c.decode(o[:len(o):len(o)], src[pos:pos+int(csize)], c.dict); err != nil {
+			// o's capacity runs to the end of out: the streams after it,
+			// which this loop fills afterwards, and the scratch slack.
+			if err := c.decode(o, src[pos:pos+int(csize)], c.dict); err != nil {
 				return fmt.Errorf("%w: stream %d (%s, %d→%d bytes): %v", ErrCorrupt, s, CodecName(c.Codec()), csize, neblock, err)
 			}
 			pos += int(csize)
@@ -491,7 +506,7 @@ func (c *Chunk) decodeVL(out, src []byte) error {
 		copy(out, src)
 		return nil
 	}
-	if err := c.decode(out[:len(out):len(out)], src, c.dict); err != nil {
+	if err := c.decode(out, src, c.dict); err != nil {
 		return fmt.Errorf("%w: VL block (%s, %d→%d bytes): %v", ErrCorrupt, CodecName(c.Codec()), len(src), len(out), err)
 	}
 	return nil

@@ -57,11 +57,13 @@ func CodecByName(name string) (int, bool) {
 // A Decompressor decodes one codec stream. dst has exactly the expected
 // uncompressed length and must be filled completely; any other outcome is
 // an error. dict is the chunk's dictionary, or nil. A Decompressor must be
-// safe for concurrent use, and must write nothing outside dst[:len(dst)]:
-// dst is often a window of a larger buffer whose next bytes another
-// goroutine is filling at the same time. (The chunk decoder caps dst at
-// its length before the call, so that a decoder that appends to dst[:0]
-// cannot reach past it.)
+// safe for concurrent use. It may use the spare capacity of dst, up to
+// cap(dst), as scratch (zstd's fast copies overshoot the end of the
+// output by up to 16 bytes, and take their fast path only with room to
+// spare), and must write nothing beyond cap(dst). The chunk decoder hands
+// it a dst capped at its length wherever dst is the caller's memory, which
+// may be a window of a buffer that other goroutines are filling at the
+// same time, and spare capacity only of its own scratch buffers.
 type Decompressor func(dst, src, dict []byte) error
 
 // A Compressor encodes one stream into dst and returns the number of bytes
@@ -224,12 +226,13 @@ func decodeZstd(dst, src, dict []byte) error {
 }
 
 // zstdDecodeInto decodes src into exactly dst. DecodeAll appends to its
-// destination and, with WithDecodeAllCapLimit, may write anywhere up to
-// its capacity: its sequence copies overshoot the end of the output by up
-// to a few bytes. Capping the slice at its length keeps every store inside
-// dst; a stream longer than dst then fails instead of spilling over.
+// destination and, with WithDecodeAllCapLimit, writes anywhere up to
+// cap(dst) but never past it: its sequence copies overshoot the end of the
+// output when there is room, and it uses the slower exact copies when
+// there is not (see Decompressor). A stream longer than cap(dst) fails
+// instead of growing dst.
 func zstdDecodeInto(d *zstd.Decoder, dst, src []byte) error {
-	out, err := d.DecodeAll(src, dst[:0:len(dst)])
+	out, err := d.DecodeAll(src, dst[:0])
 	if err != nil {
 		return err
 	}
