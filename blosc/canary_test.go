@@ -89,7 +89,8 @@ func canaryData(r *rand.Rand, kind, n int) []byte {
 }
 
 // TestCanaryGrid writes chunks over a grid of parameters with our
-// encoder (every codec × no shuffle, shuffle, bitshuffle, delta ×
+// encoder (every codec × no shuffle, shuffle, bitshuffle, delta,
+// bytedelta and trunc_prec ×
 // typesize 1, 2, 4, 8, 3 × block sizes from 1 KiB to the whole chunk ×
 // split and unsplit, as Blosc2 chunks and, where the format allows, as
 // Blosc1 chunks) and decodes each whole and block by block, from memory
@@ -107,6 +108,8 @@ func TestCanaryGrid(t *testing.T) {
 		{"bitshuffle", [MaxFilters]uint8{5: FilterBitShuffle}, true},
 		{"delta", [MaxFilters]uint8{5: FilterDelta}, false},
 		{"delta+shuffle", [MaxFilters]uint8{4: FilterDelta, 5: FilterShuffle}, false},
+		{"shuffle+bytedelta", [MaxFilters]uint8{0: FilterShuffle, 1: FilterByteDelta}, false},
+		{"truncprec+shuffle", [MaxFilters]uint8{4: FilterTruncPrec, 5: FilterShuffle}, false},
 	}
 	typesizes := []int{1, 2, 4, 8, 3}
 	const n = 3*16384 + 1237 // not a power of two, nor a multiple of 2, 4 or 8
@@ -136,6 +139,15 @@ func TestCanaryGrid(t *testing.T) {
 								continue
 							}
 							p := Params{Codec: codec, Clevel: 1 + count%9, Typesize: ts, Blocksize: bs, Filters: fs.f, Split: sp, Blosc1: b1}
+							switch fs.name {
+							case "shuffle+bytedelta":
+								p.FiltersMeta[1] = byte(ts)
+							case "truncprec+shuffle":
+								if ts != 4 && ts != 8 {
+									continue // trunc_prec takes floats only
+								}
+								p.FiltersMeta[4] = 20 // keep 20 mantissa bits: lossy, so compare with a truncated copy
+							}
 							if codec == CodecZstd && p.Clevel > 6 {
 								p.Clevel = 9 // the report's level, once in a while (slow)
 								if count%3 != 0 {
@@ -144,6 +156,9 @@ func TestCanaryGrid(t *testing.T) {
 							}
 							plain := canaryData(r, count, n)
 							count++
+							if fs.name == "truncprec+shuffle" {
+								truncPrec(plain[:len(plain)/ts*ts], ts, 20)
+							}
 							name := fmt.Sprintf("%s/%s/ts%d/bs%d/split%d/blosc1=%v/clevel%d", CodecName(codec), fs.name, ts, bs, sp, b1, p.Clevel)
 							chunk, err := Compress(nil, plain, p)
 							if err != nil {
