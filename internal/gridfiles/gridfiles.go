@@ -144,14 +144,22 @@ func Write(dir string, g Grid) ([]File, error) {
 	return out, nil
 }
 
-func writeFrame(dir, stem string, plain []byte, p blosc.Params, cs int) (File, error) {
-	path := filepath.Join(dir, stem+".b2frame")
+// chunkWriter is what both container writers offer.
+type chunkWriter interface {
+	AddChunk(plain []byte) error
+	Close() error
+}
+
+// writeFile writes plain in chunks of cs bytes into dir/stem+suffix
+// through the writer that open makes.
+func writeFile(dir, stem, suffix string, plain []byte, cs int, open func(f *os.File) (chunkWriter, error)) (File, error) {
+	path := filepath.Join(dir, stem+suffix)
 	f, err := os.Create(path)
 	if err != nil {
 		return File{}, err
 	}
 	defer f.Close()
-	w, err := frame.NewWriter(f, frame.Params{Chunk: p, ChunkSize: cs})
+	w, err := open(f)
 	if err != nil {
 		return File{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -161,34 +169,24 @@ func writeFrame(dir, stem string, plain []byte, p blosc.Params, cs int) (File, e
 		}
 	}
 	if err := w.Close(); err != nil {
-		return File{}, err
+		return File{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return File{Name: stem + ".b2frame", Dir: "frame", Stem: stem, Path: path, Plain: plain}, f.Close()
+	return File{Name: stem + suffix, Dir: filepath.Base(dir), Stem: stem, Path: path, Plain: plain}, f.Close()
+}
+
+func writeFrame(dir, stem string, plain []byte, p blosc.Params, cs int) (File, error) {
+	return writeFile(dir, stem, ".b2frame", plain, cs, func(f *os.File) (chunkWriter, error) {
+		return frame.NewWriter(f, frame.Params{Chunk: p, ChunkSize: cs})
+	})
 }
 
 func writeBloscpack(dir, stem string, plain []byte, p blosc.Params, cs int) (File, error) {
-	path := filepath.Join(dir, stem+".blp")
-	f, err := os.Create(path)
-	if err != nil {
-		return File{}, err
-	}
-	defer f.Close()
-	bp := bloscpack.DefaultParams()
-	p.Blosc1 = true
-	bp.Blosc, bp.ChunkSize = p, int64(cs)
-	w, err := bloscpack.NewWriter(f, int64(len(plain)), bp)
-	if err != nil {
-		return File{}, fmt.Errorf("%s: %w", path, err)
-	}
-	for off := 0; off < len(plain); off += cs {
-		if err := w.AddChunk(plain[off:min(off+cs, len(plain))]); err != nil {
-			return File{}, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		return File{}, err
-	}
-	return File{Name: stem + ".blp", Dir: "blp", Stem: stem, Path: path, Plain: plain}, f.Close()
+	return writeFile(dir, stem, ".blp", plain, cs, func(f *os.File) (chunkWriter, error) {
+		bp := bloscpack.DefaultParams()
+		p.Blosc1 = true
+		bp.Blosc, bp.ChunkSize = p, int64(cs)
+		return bloscpack.NewWriter(f, int64(len(plain)), bp)
+	})
 }
 
 // SerialDecode decodes a container chunk by chunk, each into a buffer of
