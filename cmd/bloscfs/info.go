@@ -75,9 +75,9 @@ func describe(path string) (*infoRecord, error) {
 }
 
 func cmdInfo(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("info", stderr)
+	fs := newFlags("info", stdout)
 	asJSON := fs.Bool("json", false, "print JSON")
-	files, err := parseInterspersed(fs, args)
+	files, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -182,9 +182,9 @@ func isContainer(path string) bool {
 }
 
 func cmdVerify(args []string, stdout, stderr io.Writer) error {
-	flags := newFlags("verify", stderr)
+	flags := newFlags("verify", stdout)
 	asJSON := flags.Bool("json", false, "print JSON")
-	paths, err := parseInterspersed(flags, args)
+	paths, err := parseFlags(flags, args)
 	if err != nil {
 		return err
 	}

@@ -61,19 +61,27 @@ func parseFilters(s string, typesize int) (f, meta [6]uint8, err error) {
 	return f, meta, nil
 }
 
+// packHelp is the description in `bloscfs help pack`.
+const packHelp = `Compress a plain file on all cores into a Blosc2 frame (default), a
+Bloscpack file, or (for a .npy input) a .b2nd array. OUT defaults to
+IN.b2frame (IN.blp; x.b2nd for x.npy); with IN - (standard input) OUT is
+required. Defaults: b2frame with python-blosc2's parameters (zstd, clevel
+5, shuffle, typesize 8), blp with bloscpack's (blosclz, clevel 7, shuffle,
+adler32); 1 MiB chunks.`
+
 func cmdPack(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("pack", stderr)
-	format := fs.String("format", "", "output format: b2frame, blp, or b2nd for a .npy input (default: from the file names, else b2frame)")
-	chunkShape := fs.String("chunkshape", "", "b2nd: chunk shape, e.g. 100,200 (default: about 4 MiB chunks)")
-	blockShape := fs.String("blockshape", "", "b2nd: block shape (default: about 128 KiB blocks)")
-	codec := fs.String("codec", "", "codec: blosclz, lz4, lz4hc, zlib, zstd (default: zstd for b2frame, blosclz for blp)")
-	clevel := fs.Int("clevel", -1, "compression level 0-9 (default: 5 for b2frame, 7 for blp)")
-	filter := fs.String("filter", "shuffle", "filters: shuffle, bitshuffle, none, delta,shuffle, shuffle,bytedelta, truncprec:N,shuffle")
-	typesize := fs.Int("typesize", 8, "element size in bytes (1-255)")
-	chunkSize := fs.String("chunk-size", "1MiB", "plain bytes per chunk")
-	checksum := fs.String("checksum", "adler32", "blp chunk checksum: None, adler32, crc32, md5, sha1, sha224, sha256, sha384, sha512")
-	force := fs.Bool("f", false, "overwrite OUT")
-	pos, err := parseInterspersed(fs, args)
+	fs := newFlags("pack", stdout)
+	format := fs.String("format", "", "output `FORMAT`: b2frame, blp, or b2nd for a .npy input (default: from the file names, else b2frame)")
+	chunkShape := fs.String("chunkshape", "", "b2nd: chunk `SHAPE`, e.g. 100,200 (default: about 4 MiB chunks)")
+	blockShape := fs.String("blockshape", "", "b2nd: block `SHAPE` (default: about 128 KiB blocks)")
+	codec := fs.String("codec", "", "`CODEC`: blosclz, lz4, lz4hc, zlib, zstd (default: zstd for b2frame, blosclz for blp)")
+	clevel := fs.Int("clevel", 0, "compression `LEVEL` 0-9 (default: 5 for b2frame, 7 for blp)")
+	filter := fs.String("filter", "shuffle", "`FILTERS`: shuffle, bitshuffle, none, delta,shuffle, shuffle,bytedelta, truncprec:N,shuffle")
+	typesize := fs.Int("typesize", 8, "element `SIZE` in bytes (1-255)")
+	chunkSize := fs.String("chunk-size", "1MiB", "plain `BYTES` per chunk")
+	checksum := fs.String("checksum", "adler32", "blp chunk `CHECKSUM`: None, adler32, crc32, md5, sha1, sha224, sha256, sha384, sha512")
+	force := fs.BoolP("force", "f", false, "overwrite OUT")
+	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -120,7 +128,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		}
 		p.Codec = c
 	}
-	if *clevel >= 0 {
+	if fs.Changed("clevel") {
 		p.Clevel = *clevel
 	}
 	if p.Filters, p.FiltersMeta, err = parseFilters(*filter, *typesize); err != nil {

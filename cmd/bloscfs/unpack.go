@@ -25,9 +25,9 @@ func defaultUnpackName(in string) string {
 }
 
 func cmdUnpack(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("unpack", stderr)
-	force := fs.Bool("f", false, "overwrite OUT")
-	pos, err := parseInterspersed(fs, args)
+	fs := newFlags("unpack", stdout)
+	force := fs.BoolP("force", "f", false, "overwrite OUT")
+	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
