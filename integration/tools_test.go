@@ -363,3 +363,14 @@ func TestStats(t *testing.T) {
 		t.Errorf("stats of the source: %v", r)
 	}
 }
+
+// TestVerifyMountpoint: verify run on a mount says that it is a bloscfs
+// mount and names its source, instead of reporting "0 verified".
+func TestVerifyMountpoint(t *testing.T) {
+	src, _ := smallSource(t)
+	m := mountDaemon(t, src)
+	r := runProg(cmdTimeout, bin, "verify", m.dir)
+	if r.Code != 1 || !strings.Contains(string(r.Stderr), "is a bloscfs mount") || !strings.Contains(string(r.Stderr), src) {
+		t.Errorf("verify MOUNTPOINT: %v; want exit 1 naming the source %s", r, src)
+	}
+}

@@ -50,9 +50,9 @@ func init() {
 		{"unmount", "[-l] MOUNTPOINT", "Unmount a bloscfs mount (root: umount(2); others: fusermount3 -u).", cmdUnmount},
 		{"stats", "[--json] MOUNTPOINT", "Show the counters of a mount: cache hits, misses, evictions, bytes held,\ndecoded bytes and decode time per codec, open files, read-ahead hits.", cmdStats},
 		{"pack", "[flags] IN|- [OUT]", packHelp, cmdPack},
-		{"unpack", "[-f] IN [OUT|-]", "Decompress IN on all cores to OUT (default: IN without its suffix; a .b2nd\nbecomes .npy), or to standard output with -.", cmdUnpack},
-		{"info", "[--json] PATH...", "Show how files are stored; a directory is walked (every container in it).", cmdInfo},
-		{"verify", "[--json] PATH...", "Decode everything in files and directory trees, checking every checksum.", cmdVerify},
+		{"unpack", "[flags] IN [OUT|-]", "Decompress IN on all cores to OUT (default: IN without its suffix; a .b2nd\nbecomes .npy), or to standard output with -.", cmdUnpack},
+		{"info", "[--json] PATH...", "Show how files are stored; a directory is walked (every file with a\ncontainer suffix or magic, and every sparse frame directory).", cmdInfo},
+		{"verify", "[--json] PATH...", "Decode everything in files and directory trees, checking every checksum.\nRun it on the source of a mount, not on the mount.", cmdVerify},
 		{"version", "", "Show the versions of bloscfs, Go and the libraries, and the CPU features\nthe shuffle kernels use.", cmdVersion},
 		{"help", "[COMMAND]", "Show the help of a command.", cmdHelp},
 	}
@@ -82,8 +82,8 @@ const usage = `usage:
   bloscfs pack   [--format b2frame|blp|b2nd] [--codec C] [--clevel N] [--filter F]
                  [--typesize N] [--chunk-size S] [--checksum K]
                  [--chunkshape A,B,...] [--blockshape A,B,...] [-f|--force]
-                 IN|- [OUT]
-  bloscfs unpack [-f|--force] IN [OUT|-]
+                 [-q|--quiet] IN|- [OUT]
+  bloscfs unpack [-f|--force] [-q|--quiet] IN [OUT|-]
   bloscfs info   [--json] PATH...
   bloscfs verify [--json] PATH...
   bloscfs version   (or --version)

@@ -291,18 +291,32 @@ func checkEmpty(mnt string, nonempty bool) error {
 	return nil
 }
 
-// mountedAt returns the mountpoints where bloscfs already shows source.
-func mountedAt(source string) []string {
+// bloscfsMount is a bloscfs mount listed in /proc/self/mountinfo.
+type bloscfsMount struct{ source, dir string }
+
+// bloscfsMounts lists the bloscfs mounts.
+func bloscfsMounts() []bloscfsMount {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil
 	}
-	var out []string
+	var out []bloscfsMount
 	for _, line := range strings.Split(string(b), "\n") {
 		_, after, ok := strings.Cut(line, " - ")
 		f, fa := strings.Fields(line), strings.Fields(after)
-		if ok && len(f) > 4 && len(fa) > 1 && fa[0] == "fuse.bloscfs" && bfs.UnescapeMount(fa[1]) == source {
-			out = append(out, bfs.UnescapeMount(f[4]))
+		if ok && len(f) > 4 && len(fa) > 1 && fa[0] == "fuse.bloscfs" {
+			out = append(out, bloscfsMount{source: bfs.UnescapeMount(fa[1]), dir: bfs.UnescapeMount(f[4])})
+		}
+	}
+	return out
+}
+
+// mountedAt returns the mountpoints where bloscfs already shows source.
+func mountedAt(source string) []string {
+	var out []string
+	for _, m := range bloscfsMounts() {
+		if m.source == source {
+			out = append(out, m.dir)
 		}
 	}
 	return out
