@@ -374,3 +374,64 @@ func TestVerifyMountpoint(t *testing.T) {
 		t.Errorf("verify MOUNTPOINT: %v; want exit 1 naming the source %s", r, src)
 	}
 }
+
+// TestNonRootMount mounts as a user other than root (nobody), through
+// the setuid fusermount3. Where fusermount3 may mount (/dev/fuse open to
+// users), the mount reads and that user unmounts it; where it may not
+// (as in containers, where /dev/fuse is root's), fusermount3's own
+// message reaches the user, in the background and in the foreground.
+func TestNonRootMount(t *testing.T) {
+	findTool(t, "fusermount3")
+	setpriv := findTool(t, "setpriv")
+	base, err := os.MkdirTemp("", "bloscfs-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	src, mnt, exe := filepath.Join(base, "src"), filepath.Join(base, "mnt"), filepath.Join(base, "bloscfs")
+	tmp := filepath.Join(base, "tmp") // the user's TMPDIR, where its logs go
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{
+		os.Chmod(base, 0o755), os.WriteFile(exe, b, 0o755), os.Mkdir(src, 0o755), os.Mkdir(mnt, 0o755),
+		os.WriteFile(filepath.Join(src, "hello.txt"), []byte("hello\n"), 0o644),
+		os.Mkdir(tmp, 0o755), os.Chown(src, 65534, 65534), os.Chown(mnt, 65534, 65534), os.Chown(tmp, 65534, 65534),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectMount(t, src, mnt)
+	asNobody := func(args ...string) result {
+		args = append([]string{"--reuid=65534", "--regid=65534", "--clear-groups"}, args...)
+		return runEnv(30*time.Second, []string{"HOME=/nonexistent", "TMPDIR=" + tmp}, setpriv, args...)
+	}
+	for _, fg := range []bool{false, true} {
+		args := []string{exe, "mount", src, mnt}
+		if fg {
+			args = append(args, "-f")
+		}
+		r := asNobody(args...)
+		if r.Code != 0 {
+			if !strings.Contains(string(r.Stderr), "fusermount3: ") {
+				t.Errorf("non-root mount (foreground %v): %v; want fusermount3's message", fg, r)
+			}
+			continue
+		}
+		if fg {
+			t.Fatalf("mount -f returned 0 while mounted: %v", r)
+		}
+		if !isMounted(mnt) {
+			t.Fatalf("non-root mount returned 0 but %s is not mounted", mnt)
+		}
+		if c := asNobody("cat", filepath.Join(mnt, "hello.txt")); c.Err != nil || string(c.Stdout) != "hello\n" {
+			t.Errorf("cat as the mount's user: %v", c)
+		}
+		if u := asNobody(exe, "unmount", mnt); u.Err != nil || isMounted(mnt) {
+			t.Errorf("non-root unmount: %v", u)
+		}
+		break
+	}
+}

@@ -338,7 +338,12 @@ func openLog(path string, background bool, stderr io.Writer) (*log.Logger, strin
 		}
 		dir := logDir()
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, "", nil, fmt.Errorf("no syslog, and no log directory: %w", err)
+			// No writable state directory (a user without a home):
+			// a private directory in the temp dir.
+			dir = filepath.Join(os.TempDir(), fmt.Sprintf("bloscfs-%d", os.Geteuid()))
+			if err2 := os.MkdirAll(dir, 0o700); err2 != nil {
+				return nil, "", nil, fmt.Errorf("no syslog, and no log directory: %w", err)
+			}
 		}
 		path = filepath.Join(dir, "bloscfs.log")
 	}
@@ -352,7 +357,7 @@ func openLog(path string, background bool, stderr io.Writer) (*log.Logger, strin
 
 // logDir is where a background mount logs without syslog:
 // $XDG_STATE_HOME/bloscfs, else /var/log/bloscfs for root, else
-// ~/.local/state/bloscfs.
+// ~/.local/state/bloscfs (openLog falls back to $TMPDIR/bloscfs-UID).
 func logDir() string {
 	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "bloscfs")
