@@ -23,10 +23,13 @@ const StatsXattr = "user.bloscfs.stats"
 // cache too small for the working set, a slow codec, read-ahead that does
 // not keep up).
 type Stats struct {
-	Source        string               `json:"source"`
-	UptimeSeconds float64              `json:"uptime_seconds"`
-	Cache         CacheStats           `json:"cache"`
-	Codecs        map[string]CodecStat `json:"codecs"`
+	// Source is the mounted directory, UptimeSeconds the mount's age.
+	Source        string  `json:"source"`
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	// Cache is the decoded-block cache shared by all files.
+	Cache CacheStats `json:"cache"`
+	// Codecs has the decoding cost per codec name.
+	Codecs map[string]CodecStat `json:"codecs"`
 	// OpenFiles counts the open handles of compressed files.
 	OpenFiles int64          `json:"open_files"`
 	ReadAhead ReadAheadStats `json:"read_ahead"`

@@ -283,7 +283,7 @@ func TestInfoPolish(t *testing.T) {
 	if _, ok := recs[0]["clevel"]; ok {
 		t.Errorf("Bloscpack record has a clevel: %v", recs[0]["clevel"])
 	}
-	if recs[0]["last_chunk"] != 24928.0 || recs[0]["max_app_chunks"] != 50.0 || recs[0]["offsets"] != true {
+	if recs[0]["last_chunk"] != 24928.0 || recs[0]["max_app_chunks"] != 50.0 || recs[0]["offsets"] != true || recs[0]["chunk_offsets"] == nil {
 		t.Errorf("Bloscpack header fields: %v", recs[0])
 	}
 	r = bloscfs(t, "info", "--json", filepath.Join(fx, "invalid_bad_magic.b2frame"), filepath.Join(dir, "missing"))
@@ -292,7 +292,7 @@ func TestInfoPolish(t *testing.T) {
 		t.Errorf("info --json of failing files: exit %d, %s", r.code, r.stdout)
 	}
 	r = bloscfs(t, "info", filepath.Join(fx, "nd_f64_1d.b2nd"), filepath.Join(fx, "checksum_sha256.blp"))
-	for _, want := range []string{"meta b2nd: version 0, shape [1000], chunkshape [300], blockshape [70], dtype <f8", "last_chunk 24928, max_app_chunks 50, offsets true"} {
+	for _, want := range []string{"meta b2nd: version 0, shape [1000], chunkshape [300], blockshape [70], dtype <f8", "last_chunk 24928, max_app_chunks 50, offsets true\n  chunk offsets [472 12371 24195 36048 47895]\n"} {
 		if !strings.Contains(string(r.stdout), want) {
 			t.Errorf("info: no %q in\n%s", want, r.stdout)
 		}

@@ -44,6 +44,7 @@ type infoRecord struct {
 	LastChunk    *int64        `json:"last_chunk,omitempty"`
 	MaxAppChunks *int64        `json:"max_app_chunks,omitempty"`
 	Offsets      *bool         `json:"offsets,omitempty"`
+	ChunkStarts  []int64       `json:"chunk_offsets,omitempty"` // in the file
 	Metadata     *metadataInfo `json:"metadata_section,omitempty"`
 	// A .b2nd array.
 	Shape      []int64 `json:"shape,omitempty"`
@@ -95,6 +96,7 @@ func describe(path string) (*infoRecord, error) {
 		h := f.Header
 		offsets := h.Options&0x01 != 0 // bloscpack's "offsets" option
 		r.LastChunk, r.MaxAppChunks, r.Offsets = &h.LastChunk, &h.MaxAppChunks, &offsets
+		r.ChunkStarts = f.FileOffsets()
 		if m := f.Meta; m != nil {
 			codec := map[int]string{0: "none", 1: "zlib"}[m.Codec]
 			r.Metadata = &metadataInfo{Format: m.Format, Codec: codec, Level: m.Level, Size: m.Size,
@@ -231,6 +233,13 @@ func printInfo(stdout io.Writer, r *infoRecord) {
 	fmt.Fprintln(stdout)
 	if r.LastChunk != nil {
 		fmt.Fprintf(stdout, "  last_chunk %d, max_app_chunks %d, offsets %v\n", *r.LastChunk, *r.MaxAppChunks, *r.Offsets)
+		if n := len(r.ChunkStarts); n > 0 {
+			more := ""
+			if n > 8 {
+				more = fmt.Sprintf(" ... (%d chunks)", n)
+			}
+			fmt.Fprintf(stdout, "  chunk offsets %v%s\n", r.ChunkStarts[:min(n, 8)], more)
+		}
 	}
 	if m := r.Metadata; m != nil {
 		fmt.Fprintf(stdout, "  metadata section: %s, codec %s level %d, %d bytes (%d stored, room for %d), checksum %s\n", m.Format, m.Codec, m.Level, m.Size, m.Stored, m.MaxSize, m.Checksum)
