@@ -160,13 +160,13 @@ trap 'set +e; umount %[2]q 2>/dev/null; umount %[3]q 2>/dev/null' EXIT
 mount -a -T %[4]q
 grep -F ' %[2]s ' /proc/self/mounts
 sha256sum %[2]q/data
-mount -t fuse.bloscfs %[5]q %[3]q -o ro
+mount -t fuse.bloscfs %[5]q %[3]q -o ro,log=%[6]q
 grep -F ' %[3]s ' /proc/self/mounts
 sha256sum %[3]q/data
 bloscfs unmount %[2]q
 umount %[3]q
 echo done
-`, binDir, dir1, dir2, fstab, src)
+`, binDir, dir1, dir2, fstab, src, filepath.Join(tmp, "log2"))
 	r := runProg(cmdTimeout, unshare, "--mount", "--propagation", "private", "sh", "-c", script)
 	out := string(r.Stdout)
 	t.Logf("in the private namespace:\n%s%s", out, r.Stderr)
@@ -224,7 +224,7 @@ func TestHelperStderr(t *testing.T) {
 	for _, fg := range []bool{false, true} {
 		dir := newMountpoint(t)
 		expectMount(t, src, dir)
-		args := []string{"mount", "-o", "uid=1000", src, dir}
+		args := []string{"mount", "--log", filepath.Join(t.TempDir(), "log"), "-o", "uid=1000", src, dir}
 		if fg {
 			args = append(args, "-f")
 		}
