@@ -15,7 +15,7 @@ FUZZ_TARGETS := \
 	./pack/bloscpack:FuzzOpen \
 	./pack/frame:FuzzOpenFrame
 
-.PHONY: all build install uninstall deps test test-long unit race purego fuzz fuzz-long vet fmt-check bench bench-mount run stop clean
+.PHONY: all build deps test test-long unit race purego fuzz fuzz-long vet fmt-check bench bench-mount run stop clean
 
 all: build
 
@@ -32,6 +32,7 @@ build:
 # which has /usr/local/bin), with the man page and shell completions.
 PREFIX ?= /usr/local
 DESTDIR ?=
+.PHONY: install uninstall
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
