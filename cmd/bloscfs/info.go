@@ -260,15 +260,19 @@ func printInfo(stdout io.Writer, r *infoRecord) {
 // errorText is an error's one-line message without a leading path, which
 // the caller prints itself.
 func errorText(path string, err error) string {
-	msg := oneLine(err)
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return pe.Op + ": " + oneLine(pe.Err)
+	}
+	return trimPath(path, oneLine(err))
+}
+
+// trimPath drops a leading "path: " from an error message.
+func trimPath(path, msg string) string {
 	for _, p := range []string{path, filepath.Clean(path)} {
 		if rest, ok := strings.CutPrefix(msg, p+": "); ok {
 			return rest
 		}
-	}
-	var pe *fs.PathError
-	if errors.As(err, &pe) && pe.Path == path {
-		return pe.Op + ": " + oneLine(pe.Err)
 	}
 	return msg
 }
@@ -289,7 +293,7 @@ func verifyOne(path string, stderr io.Writer) verifyRecord {
 	// The container's own bytes, not the .npy view: every chunk once.
 	c, closer, err := pack.OpenPath(path, pack.NoCache{})
 	if err != nil {
-		rec.Error = errorText(path, err)
+		rec.Error = oneLine(err)
 		return rec
 	}
 	defer closer.Close()
@@ -297,7 +301,7 @@ func verifyOne(path string, stderr io.Writer) verifyRecord {
 	v := all.ContainerView(c)
 	pb := newBar(stderr, v.Size, "verify "+filepath.Base(path))
 	if _, err := v.WriteToProgress(io.Discard, pb.Add); err != nil {
-		rec.Error = errorText(path, err)
+		rec.Error = oneLine(err)
 		return rec
 	}
 	pb.Finish()
@@ -343,7 +347,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 			recs = append(recs, verifyRecord{Path: p, Error: errorText(p, err)})
 			return
 		}
-		recs = append(recs, verifyOne(p, stderr))
+		rec := verifyOne(p, stderr)
+		rec.Error = trimPath(p, rec.Error)
+		recs = append(recs, rec)
 	})
 	if err != nil {
 		return err
