@@ -111,6 +111,9 @@ func TestMountHelperForm(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}
+	if r := bloscfs(t, "mount", "--log", "stderr", src, mnt); r.code != 2 || !strings.Contains(string(r.stderr), "needs -f") {
+		t.Errorf("--log stderr in the background: exit %d, stderr %q", r.code, r.stderr)
+	}
 	if r := bloscfs(t, "frobnicate"); r.code != 2 || !strings.Contains(string(r.stderr), "unknown command") {
 		t.Errorf("frobnicate: exit %d, stderr %q", r.code, r.stderr)
 	}

@@ -200,6 +200,9 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "bloscfs mount: warning: %s is already mounted at %s; changes made through one mount are not seen at once through the other\n", src, strings.Join(other, ", "))
 		}
 	}
+	if !*fg && *logFile == "stderr" {
+		return fmt.Errorf("%w: --log stderr needs -f (in the background stderr goes nowhere once the mount is ready)", errUsage)
+	}
 	if !*fg {
 		// The daemon runs in /, so that it holds no directory busy: hand
 		// it absolute paths and the flags as parsed.
