@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -433,5 +434,36 @@ func TestNonRootMount(t *testing.T) {
 			t.Errorf("non-root unmount: %v", u)
 		}
 		break
+	}
+}
+
+// TestStatsReadAheadAndSIGUSR1: a sequential reader (dd with O_DIRECT:
+// 1 MiB READs one after the other) starts read-ahead, and its later READs
+// fall in what the read-ahead was asked to decode; SIGUSR1 writes the
+// same counters to the log.
+func TestStatsReadAheadAndSIGUSR1(t *testing.T) {
+	requireTool(t, "dd")
+	src, _ := smallSource(t)
+	m := mountDaemon(t, src, "--read-ahead", "4MiB")
+	mustRun(t, "dd", "if="+m.path("data"), "of=/dev/null", "bs=1M", "iflag=direct")
+	var s bfs.Stats
+	if err := json.Unmarshal(mustRun(t, bin, "stats", "--json", m.dir), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.ReadAhead.Runs < 1 || s.ReadAhead.Bytes < 2<<20 || s.ReadAhead.Hits < 1 {
+		t.Errorf("after a sequential read of 4 MiB: read-ahead %+v; want at least a run of 2 MiB and a hit", s.ReadAhead)
+	}
+	if s.Codecs["zstd"].DecodedBytes < 4<<20 {
+		t.Errorf("decoded %+v, want the whole file", s.Codecs)
+	}
+	if err := syscall.Kill(m.pid, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(m.logText(), `stats: {"source":"`+src+`"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stats line in the log 10s after SIGUSR1:\n%s", m.logText())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,7 +52,8 @@ SIGINT and SIGTERM unmount). mount.fuse3, /etc/fstab and
   others                  passed to the kernel (e.g. max_read=N)
 Logs go to --log; else to stderr with -f, else to syslog, else to a file
 ($XDG_STATE_HOME/bloscfs/bloscfs.log, /var/log/bloscfs/bloscfs.log for
-root); mount says where.`
+root); mount says where. SIGUSR1 writes the mount's statistics (as
+'bloscfs stats --json' prints them) to the log.`
 
 // ignoredOptions are mount(8)'s, fstab's and systemd's options, which
 // mean nothing to a FUSE mount (dev, suid and exec: a FUSE mount stays
@@ -237,7 +239,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	}
 	defer closeLog()
 	o.Logger = logger
-	server, _, err := bfs.Mount(pos[0], pos[1], o)
+	server, f, err := bfs.Mount(pos[0], pos[1], o)
 	if err != nil {
 		err = helperError(err)
 		notify.fail(err)
@@ -245,6 +247,8 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Printf("serving %s at %s", pos[0], pos[1])
 	notify.ready(logDest)
+
+	logStatsOn(syscall.SIGUSR1, f, logger)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -261,6 +265,22 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	server.Wait()
 	logger.Printf("unmounted %s", pos[1])
 	return nil
+}
+
+// logStatsOn writes the mount's statistics (as bloscfs stats --json
+// prints them) to the log on each sig.
+func logStatsOn(sig os.Signal, f *bfs.FS, logger *log.Logger) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, sig)
+	go func() {
+		for range c {
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			enc.Encode(f.Stats())
+			logger.Printf("stats: %s", strings.TrimSpace(b.String()))
+		}
+	}()
 }
 
 // helperError rewords go-fuse's "fusermount exited with code 256": the
