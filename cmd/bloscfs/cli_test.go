@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	bfs "github.com/bloscfs/bloscfs/fs"
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 )
 
@@ -132,7 +133,17 @@ func TestNonEmptyMountpoint(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mnt, "precious"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := bloscfs(t, "mount", src, mnt)
+	// Should the refusal fail (as root the mount would succeed), leave
+	// no mount behind.
+	t.Cleanup(func() {
+		if ok, _ := bfs.IsMountpoint(mnt); ok {
+			if r := bloscfs(t, "unmount", mnt); r.code != 0 {
+				exec.Command("umount", "-l", mnt).Run()
+			}
+			t.Errorf("%s was mounted", mnt)
+		}
+	})
+	r := bloscfs(t, "mount", "--log", filepath.Join(dir, "log"), src, mnt)
 	if r.code != 1 || !strings.Contains(string(r.stderr), "not empty") || !strings.Contains(string(r.stderr), "-o nonempty") {
 		t.Errorf("non-empty mountpoint: exit %d, stderr %q", r.code, r.stderr)
 	}
