@@ -467,3 +467,29 @@ func TestStatsReadAheadAndSIGUSR1(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestOptionsReachDaemon: options given with -o reach the daemon as
+// given: a relative log=FILE is the caller's (the daemon runs in /), and
+// cache_size= is the cache's size.
+func TestOptionsReachDaemon(t *testing.T) {
+	src, _ := smallSource(t)
+	dir := newMountpoint(t)
+	m := expectMount(t, src, dir)
+	cwd := t.TempDir()
+	cmd := exec.Command(bin, src, dir, "-o", "ro,log=rel.log,cache_size=64M")
+	cmd.Dir = cwd
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v: %s", err, out)
+	}
+	m.log = filepath.Join(cwd, "rel.log")
+	if !strings.Contains(m.logText(), "serving "+src) {
+		t.Errorf("%s: %q; want the serving line", m.log, m.logText())
+	}
+	var s bfs.Stats
+	if err := json.Unmarshal(mustRun(t, bin, "stats", "--json", dir), &s); err != nil || s.Cache.MaxBytes != 64<<20 {
+		t.Errorf("cache size %d (%v), want 64 MiB", s.Cache.MaxBytes, err)
+	}
+	if opts := mountOptions(dir); !slices.Contains(opts, "ro") {
+		t.Errorf("mount options %v, want ro", opts)
+	}
+}

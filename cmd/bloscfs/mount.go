@@ -78,12 +78,20 @@ var flagOptions = map[string]uintptr{
 
 // mountOptions applies the -o options to o and to the flags of fs (an
 // option named as a flag, with _ for -, sets it). It reports whether
-// nonempty was given.
-func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (nonempty bool, err error) {
+// nonempty was given, and returns the options that did not set a flag
+// (for the daemon, which gets the flags as set).
+func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (nonempty bool, rest []string, err error) {
 	for _, item := range list {
 		for _, opt := range strings.Split(item, ",") {
 			opt = strings.TrimSpace(opt)
 			key, val, hasVal := strings.Cut(opt, "=")
+			flag := fs.Lookup(strings.ReplaceAll(key, "_", "-"))
+			if flag != nil && (flag.Name == "foreground" || flag.Name == "options") {
+				flag = nil
+			}
+			if flag == nil && opt != "" {
+				rest = append(rest, opt)
+			}
 			switch {
 			case opt == "" || ignoredOptions[opt] || strings.HasPrefix(opt, "x-") || key == "comment":
 			case opt == "ro":
@@ -93,7 +101,7 @@ func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (nonempty bo
 			case opt == "nonempty":
 				nonempty = true
 			case opt == "auto_unmount":
-				return false, fmt.Errorf("%w: -o auto_unmount is not supported: unmount with 'bloscfs unmount MOUNTPOINT' (or run the mount as a systemd service, which unmounts when it stops)", errUsage)
+				return false, nil, fmt.Errorf("%w: -o auto_unmount is not supported: unmount with 'bloscfs unmount MOUNTPOINT' (or run the mount as a systemd service, which unmounts when it stops)", errUsage)
 			case opt == "nosuid" || opt == "nodev" || opt == "noexec":
 				o.ExtraOptions = append(o.ExtraOptions, opt) // go-fuse turns these into flags
 			case flagOptions[opt] != 0:
@@ -106,26 +114,25 @@ func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (nonempty bo
 				o.FsName = val
 			case key == "subtype":
 				// always bloscfs
-			case key != "f" && key != "o" && fs.Lookup(strings.ReplaceAll(key, "_", "-")) != nil:
-				f := fs.Lookup(strings.ReplaceAll(key, "_", "-"))
+			case flag != nil:
 				if !hasVal {
-					if f.Value.Type() != "bool" {
-						return false, fmt.Errorf("%w: -o %s needs a value (%s=...)", errUsage, key, key)
+					if flag.Value.Type() != "bool" {
+						return false, nil, fmt.Errorf("%w: -o %s needs a value (%s=...)", errUsage, key, key)
 					}
 					val = "true"
 				}
-				if f.Name == "filter" {
+				if flag.Name == "filter" {
 					val = strings.ReplaceAll(val, "+", ",")
 				}
-				if err := fs.Set(f.Name, val); err != nil {
-					return false, fmt.Errorf("%w: -o %s: %v", errUsage, opt, err)
+				if err := fs.Set(flag.Name, val); err != nil {
+					return false, nil, fmt.Errorf("%w: -o %s: %v", errUsage, opt, err)
 				}
 			default:
 				o.ExtraOptions = append(o.ExtraOptions, opt)
 			}
 		}
 	}
-	return nonempty, nil
+	return nonempty, rest, nil
 }
 
 func cmdMount(args []string, stdout, stderr io.Writer) error {
@@ -151,7 +158,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: mount [flags] SOURCE MOUNTPOINT", errUsage)
 	}
 	o := bfs.DefaultOptions()
-	nonempty, err := mountOptions(*opts, &o, fs)
+	nonempty, passOn, err := mountOptions(*opts, &o, fs)
 	if err != nil {
 		return err
 	}
@@ -216,8 +223,8 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		var args []string
 		fs.Visit(func(f *pflag.Flag) {
 			if f.Name == "options" {
-				for _, v := range *opts {
-					args = append(args, "-o", v)
+				if len(passOn) > 0 {
+					args = append(args, "-o", strings.Join(passOn, ","))
 				}
 				return
 			}
