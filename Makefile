@@ -19,8 +19,31 @@ FUZZ_TARGETS := \
 
 all: build
 
+# VERSION is what `bloscfs --version` prints first: the git description
+# of the commit when there is one (release builds may set it).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X main.version=$(VERSION))
+
 build:
-	$(GO) build -o bin/bloscfs ./cmd/bloscfs
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/bloscfs ./cmd/bloscfs
+
+# install puts bloscfs where mount(8) finds it for fstab lines and
+# `mount -t fuse.bloscfs` (its helpers run with the shell's default PATH,
+# which has /usr/local/bin), with the man page and shell completions.
+PREFIX ?= /usr/local
+DESTDIR ?=
+.PHONY: install uninstall
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 755 bin/bloscfs $(DESTDIR)$(PREFIX)/bin/bloscfs
+	install -m 644 man/bloscfs.1 $(DESTDIR)$(PREFIX)/share/man/man1/bloscfs.1
+	install -m 644 completion/bloscfs.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/bloscfs
+	install -m 644 completion/_bloscfs $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_bloscfs
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/bloscfs $(DESTDIR)$(PREFIX)/share/man/man1/bloscfs.1 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/bloscfs $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_bloscfs
 
 # deps installs what the tests need when it is missing: Debian packages
 # (python3-blosc and python3-numpy for /usr/bin/python3, fuse3, fio) and Go
@@ -109,13 +132,19 @@ run: build
 	@echo; echo "examples/ is mounted at $(MNT)/ (log: bloscfs.log). Try:"; \
 	echo "  ls -l $(MNT) examples        # sizes: plain in the mount, compressed on disk"; \
 	echo "  head $(MNT)/server-log       # a Bloscpack file read as text"; \
-	echo "  /usr/bin/python3 -c 'import os; print({a: os.getxattr(\"$(MNT)/temperatures\", a).decode() for a in os.listxattr(\"$(MNT)/temperatures\")})'"; \
+	echo "  od -A d -t f8 -j 8000 -N 40 $(MNT)/temperatures   # float64 values 1000-1004 of a frame"; \
+	echo "  head -c 128 $(MNT)/grid.npy; echo   # the NPY header of a .b2nd array"; \
+	echo "  bin/bloscfs info examples/temperatures.b2frame   # how it is stored"; \
+	echo "  bin/bloscfs stats $(MNT)     # cache hits, misses, decode time"; \
+	if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then \
 	echo "  /usr/bin/python3 -c 'import numpy as np; a = np.load(\"$(MNT)/grid.npy\", mmap_mode=\"r\"); print(a.shape, a[100, :5])'"; \
 	echo "  /usr/bin/python3 -c 'import numpy as np; print(np.fromfile(\"$(MNT)/temperatures\", dtype=\"<f8\", count=5, offset=8*1000))'"; \
+	else echo "  (with numpy: apt-get install python3-numpy, then np.load(\"$(MNT)/grid.npy\", mmap_mode=\"r\"))"; fi; \
 	echo "Unmount with: make stop   (or: bin/bloscfs unmount $(MNT))"
 
+# stop unmounts what make run mounted; nothing mounted is no error.
 stop:
-	bin/bloscfs unmount $(MNT)
+	@if grep -qs " $$(realpath $(MNT) 2>/dev/null) " /proc/mounts; then bin/bloscfs unmount $(MNT); fi
 
 clean:
 	rm -rf bin bloscfs.log

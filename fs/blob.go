@@ -295,6 +295,7 @@ func (n *blobNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	h := &blobHandle{n: n, writable: w, readAhead: n.fs.opts.ReadAhead}
 	h.next.Store(-1)
+	n.fs.stats.openFiles.Add(1)
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
@@ -306,11 +307,13 @@ func (n *blobNode) acquireLocked() syscall.Errno {
 		return syscall.ENOENT
 	}
 	if n.view == nil {
-		v, err := all.OpenView(p, n.fs.cache)
+		c := n.fs.blockCache()
+		v, err := all.OpenView(p, c)
 		if err != nil {
 			n.fs.warnOnce("%s: %v", p, err)
 			return syscall.EIO
 		}
+		c.setCodec(v.Container.Info().Codec)
 		n.view = v
 	}
 	n.refs++
@@ -535,6 +538,9 @@ func (h *blobHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	}
 	end := off + int64(n)
 	h.next.Store(end)
+	if seq && n > 0 && end <= h.aheadEnd.Load() {
+		h.n.fs.stats.aheadHits.Add(1)
+	}
 	if !seq {
 		h.aheadEnd.Store(0)
 	} else if off > 0 {
@@ -559,6 +565,8 @@ func (h *blobHandle) readAheadFrom(off int64) {
 		return
 	}
 	h.aheadEnd.Store(to)
+	h.n.fs.stats.aheadRuns.Add(1)
+	h.n.fs.stats.aheadBytes.Add(to - off)
 	h.aheadWG.Add(1)
 	go func() {
 		defer h.aheadWG.Done()
@@ -582,6 +590,7 @@ func (h *blobHandle) Release(ctx context.Context) syscall.Errno {
 	if h.closed.Swap(true) {
 		return 0
 	}
+	h.n.fs.stats.openFiles.Add(-1)
 	h.aheadWG.Wait() // a running read-ahead still reads
 	n := h.n
 	n.smu.Lock()

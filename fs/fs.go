@@ -57,6 +57,9 @@ type Options struct {
 	FsName string
 	// ExtraOptions are passed to the kernel as mount options.
 	ExtraOptions []string
+	// MountFlags are mount(2) flags (MS_NOATIME, …) added to nosuid and
+	// nodev when mounting directly (as root).
+	MountFlags uintptr
 	// NewFormat is how files created through the mount are stored, and
 	// NewParams and NewChunkSize the codec parameters they get.
 	NewFormat    NewFormat
@@ -96,6 +99,8 @@ type FS struct {
 	// new one (and frees the old one for reuse).
 	inoMu  sync.Mutex
 	inoMap map[gofs.StableAttr]gofs.StableAttr // disk identity → the node's
+
+	stats counters
 }
 
 // diskID returns the identity of a disk file: the inode number as the
@@ -168,6 +173,7 @@ func New(source string, opts Options) (gofs.InodeEmbedder, *FS, error) {
 	}
 	f := &FS{opts: opts, source: abs, cache: cache.New[pack.BlockKey](opts.CacheSize), token: newToken(), inoMap: map[gofs.StableAttr]gofs.StableAttr{}}
 	f.probes, _ = lru.New[probeKey, *probe](1 << 16)
+	f.stats.start = time.Now()
 	f.root = &gofs.LoopbackRoot{Path: abs, Dev: uint64(st.Dev)}
 	f.root.NewNode = f.newNode
 	rootNode := f.newNode(f.root, nil, "", &st)
@@ -232,6 +238,9 @@ func Mount(source, mountpoint string, opts Options) (*fuse.Server, *FS, error) {
 		Debug:         opts.Debug,
 		Logger:        opts.Logger,
 		Options:       append([]string(nil), opts.ExtraOptions...),
+	}
+	if opts.MountFlags != 0 {
+		mo.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV | opts.MountFlags
 	}
 	if mo.FsName == "" {
 		mo.FsName = f.source

@@ -251,10 +251,12 @@ func (n *blobNode) commit() (err error) {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	// Serve the new file; the stage starts over from it.
-	v, err := all.OpenView(p, n.fs.cache)
+	c := n.fs.blockCache()
+	v, err := all.OpenView(p, c)
 	if err != nil {
 		return fmt.Errorf("%s: reopening after recompression: %w", p, err)
 	}
+	c.setCodec(v.Container.Info().Codec)
 	if n.view != nil {
 		n.view.Close()
 	}

@@ -2,18 +2,21 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/pack/bloscpack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
 
@@ -21,24 +24,53 @@ func newUnpackCache() pack.BlockCache { return cache.New[pack.BlockKey](unpackCa
 
 // infoRecord is what info prints for one file.
 type infoRecord struct {
-	Path       string            `json:"path"`
-	Format     string            `json:"format"`
-	Version    int               `json:"version"`
-	Size       int64             `json:"size"`
-	ViewSize   int64             `json:"view_size"`
-	StoredSize int64             `json:"stored_size"`
-	Ratio      float64           `json:"ratio"`
-	Chunks     int               `json:"chunks"`
-	ChunkSize  int64             `json:"chunk_size"`
-	Blocksize  int               `json:"blocksize"`
-	Codec      string            `json:"codec"`
-	Clevel     int               `json:"clevel"`
-	Typesize   int               `json:"typesize"`
-	Filters    string            `json:"filters"`
-	Checksum   string            `json:"checksum,omitempty"`
-	Shape      []int64           `json:"shape,omitempty"`
-	Dtype      string            `json:"dtype,omitempty"`
-	Meta       map[string]string `json:"meta,omitempty"`
+	Path       string  `json:"path"`
+	Format     string  `json:"format"`
+	Version    int     `json:"version"`
+	Size       int64   `json:"size"`
+	ViewSize   int64   `json:"view_size"`
+	StoredSize int64   `json:"stored_size"`
+	Ratio      float64 `json:"ratio"`
+	Chunks     int     `json:"chunks"`
+	ChunkSize  int64   `json:"chunk_size"`
+	Blocksize  int     `json:"blocksize"`
+	Codec      string  `json:"codec"`
+	Clevel     *int    `json:"clevel,omitempty"` // not recorded by Bloscpack
+	Typesize   int     `json:"typesize"`
+	Filters    string  `json:"filters"`
+	Checksum   string  `json:"checksum,omitempty"`
+	// Bloscpack's header: the last chunk's size, the room for appended
+	// chunks, whether there is an offsets table and a metadata section.
+	LastChunk    *int64        `json:"last_chunk,omitempty"`
+	MaxAppChunks *int64        `json:"max_app_chunks,omitempty"`
+	Offsets      *bool         `json:"offsets,omitempty"`
+	ChunkStarts  []int64       `json:"chunk_offsets,omitempty"` // in the file
+	Metadata     *metadataInfo `json:"metadata_section,omitempty"`
+	// A .b2nd array.
+	Shape      []int64 `json:"shape,omitempty"`
+	ChunkShape []int32 `json:"chunkshape,omitempty"`
+	BlockShape []int32 `json:"blockshape,omitempty"`
+	Dtype      string  `json:"dtype,omitempty"`
+	// Meta holds metalayers, vlmetalayers and Bloscpack metadata: text
+	// as it is, the b2nd metalayer decoded, other binary as hex.
+	Meta map[string]string `json:"meta,omitempty"`
+}
+
+// metadataInfo describes a Bloscpack metadata section.
+type metadataInfo struct {
+	Format   string `json:"format"`
+	Codec    string `json:"codec"`
+	Level    int    `json:"level"`
+	Size     int64  `json:"size"`
+	MaxSize  int64  `json:"max_size"`
+	Stored   int64  `json:"stored_size"`
+	Checksum string `json:"checksum"`
+}
+
+// errorRecord is what info --json prints for a file it cannot read.
+type errorRecord struct {
+	Path  string `json:"path"`
+	Error string `json:"error"`
 }
 
 func describe(path string) (*infoRecord, error) {
@@ -51,15 +83,25 @@ func describe(path string) (*infoRecord, error) {
 	r := &infoRecord{
 		Path: path, Format: in.Format, Version: in.Version, Size: in.Size, ViewSize: v.Size,
 		StoredSize: in.StoredSize, Chunks: in.Chunks, ChunkSize: in.ChunkSize, Blocksize: in.Blocksize,
-		Codec: in.Codec, Clevel: in.Clevel, Typesize: in.Typesize, Filters: blosc.FilterString(in.Filters, in.FiltersMeta),
+		Codec: in.Codec, Typesize: in.Typesize, Filters: blosc.FilterString(in.Filters, in.FiltersMeta),
 		Checksum: in.Checksum,
+	}
+	if in.Clevel >= 0 {
+		r.Clevel = &in.Clevel
 	}
 	if in.StoredSize > 0 {
 		r.Ratio = float64(in.Size) / float64(in.StoredSize)
 	}
-	if f, ok := v.Container.(*frame.Frame); ok && f.Array() != nil {
-		a := f.Array()
-		r.Shape, r.Dtype = a.Shape, a.Dtype
+	if f, ok := v.Container.(*bloscpack.File); ok {
+		h := f.Header
+		offsets := h.Options&0x01 != 0 // bloscpack's "offsets" option
+		r.LastChunk, r.MaxAppChunks, r.Offsets = &h.LastChunk, &h.MaxAppChunks, &offsets
+		r.ChunkStarts = f.FileOffsets()
+		if m := f.Meta; m != nil {
+			codec := map[int]string{0: "none", 1: "zlib"}[m.Codec]
+			r.Metadata = &metadataInfo{Format: m.Format, Codec: codec, Level: m.Level, Size: m.Size,
+				MaxSize: m.MaxSize, Stored: m.CompSize, Checksum: bloscpack.Checksums[m.Checksum].Name}
+		}
 	}
 	for k, b := range in.Meta {
 		if r.Meta == nil {
@@ -71,65 +113,168 @@ func describe(path string) (*infoRecord, error) {
 			r.Meta[k] = fmt.Sprintf("(%d bytes) %x", len(b), b[:min(len(b), 48)])
 		}
 	}
+	if f, ok := v.Container.(*frame.Frame); ok && f.Array() != nil {
+		a := f.Array()
+		r.Shape, r.ChunkShape, r.BlockShape, r.Dtype = a.Shape, a.ChunkShape, a.BlockShape, a.Dtype
+		name := "b2nd"
+		if a.Legacy {
+			name = "caterva"
+		}
+		if _, ok := r.Meta[name]; ok {
+			r.Meta[name] = fmt.Sprintf("version %d, shape %v, chunkshape %v, blockshape %v, dtype %s", a.Version, a.Shape, a.ChunkShape, a.BlockShape, a.Dtype)
+		}
+	}
 	return r, nil
 }
 
+// walkContainers calls fn for every path to describe or verify: a file
+// or a container directory as it is, and in a directory tree every file
+// with a container suffix or magic and every sparse frame directory.
+// Paths that cannot be read are passed with their error.
+func walkContainers(roots []string, fn func(path string, err error)) error {
+	for _, root := range roots {
+		st, err := os.Stat(root)
+		if err != nil {
+			fn(root, err)
+			continue
+		}
+		if !st.IsDir() || pack.SniffDir(root) != nil {
+			fn(root, nil)
+			continue
+		}
+		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				fn(p, err)
+				return nil
+			}
+			if d.IsDir() {
+				if p != root && pack.SniffDir(p) != nil {
+					fn(p, nil)
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.Type().IsRegular() && isContainer(p) {
+				fn(p, nil)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newJSON returns an indenting encoder that leaves <, > and & as they are.
+func newJSON(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc
+}
+
 func cmdInfo(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("info", stderr)
-	asJSON := fs.Bool("json", false, "print JSON")
-	files, err := parseInterspersed(fs, args)
+	fs := newFlags("info", stdout)
+	asJSON := fs.Bool("json", false, "print JSON: one object per file, {\"path\", \"error\"} for a file that cannot be read")
+	files, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(files) == 0 {
-		return fmt.Errorf("%w: info FILE...", errUsage)
+		return fmt.Errorf("%w: info PATH...", errUsage)
 	}
-	var recs []*infoRecord
+	recs := []any{}
 	failed := false
-	for _, p := range files {
-		r, err := describe(p)
+	err = walkContainers(files, func(p string, err error) {
+		var r *infoRecord
+		if err == nil {
+			r, err = describe(p)
+		}
 		if err != nil {
-			fmt.Fprintf(stderr, "bloscfs info: %v\n", oneLine(err))
 			failed = true
-			continue
+			msg := errorText(p, err)
+			if !*asJSON {
+				fmt.Fprintf(stderr, "bloscfs info: %s: %s\n", p, msg)
+			}
+			recs = append(recs, errorRecord{Path: p, Error: msg})
+			return
 		}
 		recs = append(recs, r)
+		if !*asJSON {
+			printInfo(stdout, r)
+		}
+	})
+	if err != nil {
+		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(recs); err != nil {
+		if err := newJSON(stdout).Encode(recs); err != nil {
 			return err
-		}
-	} else {
-		for _, r := range recs {
-			fmt.Fprintf(stdout, "%s: %s v%d, %d bytes in %d stored (ratio %.2f)\n", r.Path, r.Format, r.Version, r.Size, r.StoredSize, r.Ratio)
-			fmt.Fprintf(stdout, "  chunks %d × %d, blocks %d, codec %s", r.Chunks, r.ChunkSize, r.Blocksize, r.Codec)
-			if r.Clevel >= 0 {
-				fmt.Fprintf(stdout, " clevel %d", r.Clevel)
-			}
-			fmt.Fprintf(stdout, ", typesize %d, filters %s", r.Typesize, r.Filters)
-			if r.Checksum != "" {
-				fmt.Fprintf(stdout, ", checksum %s", r.Checksum)
-			}
-			fmt.Fprintln(stdout)
-			if r.Shape != nil {
-				fmt.Fprintf(stdout, "  array %v %s (.npy view %d bytes)\n", r.Shape, r.Dtype, r.ViewSize)
-			}
-			keys := make([]string, 0, len(r.Meta))
-			for k := range r.Meta {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				fmt.Fprintf(stdout, "  meta %s: %.200s\n", k, r.Meta[k])
-			}
 		}
 	}
 	if failed {
 		return errReported
 	}
 	return nil
+}
+
+// printInfo prints a record as text.
+func printInfo(stdout io.Writer, r *infoRecord) {
+	fmt.Fprintf(stdout, "%s: %s v%d, %d bytes in %d stored (ratio %.2f)\n", r.Path, r.Format, r.Version, r.Size, r.StoredSize, r.Ratio)
+	fmt.Fprintf(stdout, "  chunks %d × %d, blocks %d, codec %s", r.Chunks, r.ChunkSize, r.Blocksize, r.Codec)
+	if r.Clevel != nil {
+		fmt.Fprintf(stdout, " clevel %d", *r.Clevel)
+	}
+	fmt.Fprintf(stdout, ", typesize %d, filters %s", r.Typesize, r.Filters)
+	if r.Checksum != "" {
+		fmt.Fprintf(stdout, ", checksum %s", r.Checksum)
+	}
+	fmt.Fprintln(stdout)
+	if r.LastChunk != nil {
+		fmt.Fprintf(stdout, "  last_chunk %d, max_app_chunks %d, offsets %v\n", *r.LastChunk, *r.MaxAppChunks, *r.Offsets)
+		if n := len(r.ChunkStarts); n > 0 {
+			more := ""
+			if n > 8 {
+				more = fmt.Sprintf(" ... (%d chunks)", n)
+			}
+			fmt.Fprintf(stdout, "  chunk offsets %v%s\n", r.ChunkStarts[:min(n, 8)], more)
+		}
+	}
+	if m := r.Metadata; m != nil {
+		fmt.Fprintf(stdout, "  metadata section: %s, codec %s level %d, %d bytes (%d stored, room for %d), checksum %s\n", m.Format, m.Codec, m.Level, m.Size, m.Stored, m.MaxSize, m.Checksum)
+	}
+	if r.Shape != nil {
+		fmt.Fprintf(stdout, "  array %v %s, chunks %v, blocks %v (.npy view %d bytes)\n", r.Shape, r.Dtype, r.ChunkShape, r.BlockShape, r.ViewSize)
+	}
+	keys := make([]string, 0, len(r.Meta))
+	for k := range r.Meta {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(stdout, "  meta %s: %.200s\n", k, r.Meta[k])
+	}
+}
+
+// errorText is an error's one-line message without a leading path, which
+// the caller prints itself.
+func errorText(path string, err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return pe.Op + ": " + oneLine(pe.Err)
+	}
+	return trimPath(path, oneLine(err))
+}
+
+// trimPath drops a leading "path: " from an error message.
+func trimPath(path, msg string) string {
+	for _, p := range []string{path, filepath.Clean(path)} {
+		if rest, ok := strings.CutPrefix(msg, p+": "); ok {
+			return rest
+		}
+	}
+	return msg
 }
 
 // verifyRecord is what verify reports for one container.
@@ -182,46 +327,32 @@ func isContainer(path string) bool {
 }
 
 func cmdVerify(args []string, stdout, stderr io.Writer) error {
-	flags := newFlags("verify", stderr)
+	flags := newFlags("verify", stdout)
 	asJSON := flags.Bool("json", false, "print JSON")
-	paths, err := parseInterspersed(flags, args)
+	paths, err := parseFlags(flags, args)
 	if err != nil {
 		return err
 	}
 	if len(paths) == 0 {
 		return fmt.Errorf("%w: verify PATH...", errUsage)
 	}
+	for _, p := range paths {
+		if src := mountSource(p); src != "" {
+			return fmt.Errorf("%s is a bloscfs mount, which shows files decompressed: verify its source, %s", p, src)
+		}
+	}
 	var recs []verifyRecord
-	for _, root := range paths {
-		st, err := os.Stat(root)
+	err = walkContainers(paths, func(p string, err error) {
 		if err != nil {
-			recs = append(recs, verifyRecord{Path: root, Error: oneLine(err)})
-			continue
+			recs = append(recs, verifyRecord{Path: p, Error: errorText(p, err)})
+			return
 		}
-		if !st.IsDir() || pack.SniffDir(root) != nil {
-			recs = append(recs, verifyOne(root, stderr))
-			continue
-		}
-		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				recs = append(recs, verifyRecord{Path: p, Error: oneLine(err)})
-				return nil
-			}
-			if d.IsDir() {
-				if p != root && pack.SniffDir(p) != nil {
-					recs = append(recs, verifyOne(p, stderr))
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.Type().IsRegular() && isContainer(p) {
-				recs = append(recs, verifyOne(p, stderr))
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+		rec := verifyOne(p, stderr)
+		rec.Error = trimPath(p, rec.Error)
+		recs = append(recs, rec)
+	})
+	if err != nil {
+		return err
 	}
 	bad := 0
 	for _, r := range recs {
@@ -230,9 +361,10 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(recs); err != nil {
+		if recs == nil {
+			recs = []verifyRecord{}
+		}
+		if err := newJSON(stdout).Encode(recs); err != nil {
 			return err
 		}
 	} else {
@@ -249,4 +381,19 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		return errReported
 	}
 	return nil
+}
+
+// mountSource returns the source of the bloscfs mount at path ("" if
+// path is no bloscfs mountpoint).
+func mountSource(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	for _, m := range bloscfsMounts() {
+		if m.dir == abs {
+			return m.source
+		}
+	}
+	return ""
 }

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -19,47 +19,138 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	bfs "github.com/bloscfs/bloscfs/fs"
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 )
 
 // notifyEnv tells a re-executed child which fd reports readiness.
 const notifyEnv = "BLOSCFS_NOTIFY_FD"
 
-// parseInterspersed parses flags that may come before, between or after
-// the positional arguments, and returns the positionals.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parseFlags(fs, args); err != nil {
-			return nil, err
+// mountHelp is the description in `bloscfs help mount`.
+const mountHelp = `Show SOURCE at MOUNTPOINT with every Blosc container decompressed.
+The mount runs in the background once ready (-f: in the foreground, where
+SIGINT and SIGTERM unmount). mount.fuse3, /etc/fstab and
+'mount -t fuse.bloscfs SOURCE MOUNTPOINT -o OPTIONS' run
+'bloscfs SOURCE MOUNTPOINT -o OPTIONS', which is the same command.
+
+-o OPTIONS (comma-separated, may be repeated, may follow the operands):
+  ro, rw                  refuse every change / allow changes (default)
+  allow_other             let other users in (adds default_permissions)
+  nonempty                mount over a directory that is not empty
+  debug                   as --debug
+  cache_size=, read_ahead=, new_format=, log=, codec=, clevel=, filter=
+  (a + for a comma: filter=delta+shuffle), typesize=, chunk_size=
+                          as the flags of the same names
+  fsname=NAME             the source shown in /proc/mounts
+  noatime, nodiratime, relatime, strictatime, lazytime, sync, dirsync,
+  nosuid, nodev, noexec   mount flags
+  defaults, auto, noauto, nofail, _netdev, user, users, nouser, owner,
+  group, dev, suid, exec, x-*, comment=*
+                          mount(8)'s and systemd's options: ignored
+  auto_unmount            refused (unmount with 'bloscfs unmount', or run
+                          the mount as a systemd service)
+  others                  passed to the kernel (e.g. max_read=N)
+Logs go to --log; else to stderr with -f, else to syslog, else to a file
+($XDG_STATE_HOME/bloscfs/bloscfs.log, /var/log/bloscfs/bloscfs.log for
+root); mount says where. SIGUSR1 writes the mount's statistics (as
+'bloscfs stats --json' prints them) to the log.`
+
+// ignoredOptions are mount(8)'s, fstab's and systemd's options, which
+// mean nothing to a FUSE mount (dev, suid and exec: a FUSE mount stays
+// nodev and nosuid).
+var ignoredOptions = map[string]bool{
+	"defaults": true, "auto": true, "noauto": true, "nofail": true, "_netdev": true,
+	"user": true, "users": true, "nouser": true, "owner": true, "group": true,
+	"dev": true, "suid": true, "exec": true, "rw": true, "default_permissions": true,
+	"async": true, "loud": true, "nomand": true, "atime": true, "diratime": true,
+	"norelatime": true, "nostrictatime": true, "nolazytime": true,
+}
+
+// flagOptions are mount flags: bits of mount(2) as root, strings for
+// fusermount3 otherwise.
+var flagOptions = map[string]uintptr{
+	"noatime": syscall.MS_NOATIME, "nodiratime": syscall.MS_NODIRATIME,
+	"relatime": syscall.MS_RELATIME, "strictatime": syscall.MS_STRICTATIME,
+	"lazytime": 1 << 25, // MS_LAZYTIME
+	"sync":     syscall.MS_SYNCHRONOUS, "dirsync": syscall.MS_DIRSYNC,
+	"silent": syscall.MS_SILENT,
+}
+
+// mountOptions applies the -o options to o and to the flags of fs (an
+// option named as a flag, with _ for -, sets it). It reports whether
+// nonempty was given, and returns the options that did not set a flag
+// (for the daemon, which gets the flags as set).
+func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (nonempty bool, rest []string, err error) {
+	for _, item := range list {
+		for _, opt := range strings.Split(item, ",") {
+			opt = strings.TrimSpace(opt)
+			key, val, hasVal := strings.Cut(opt, "=")
+			flag := fs.Lookup(strings.ReplaceAll(key, "_", "-"))
+			if flag != nil && (flag.Name == "foreground" || flag.Name == "options") {
+				flag = nil
+			}
+			if flag == nil && opt != "" {
+				rest = append(rest, opt)
+			}
+			switch {
+			case opt == "" || ignoredOptions[opt] || strings.HasPrefix(opt, "x-") || key == "comment":
+			case opt == "ro":
+				o.ReadOnly = true
+			case opt == "allow_other":
+				o.AllowOther = true
+			case opt == "nonempty":
+				nonempty = true
+			case opt == "auto_unmount":
+				return false, nil, fmt.Errorf("%w: -o auto_unmount is not supported: unmount with 'bloscfs unmount MOUNTPOINT' (or run the mount as a systemd service, which unmounts when it stops)", errUsage)
+			case opt == "nosuid" || opt == "nodev" || opt == "noexec":
+				o.ExtraOptions = append(o.ExtraOptions, opt) // go-fuse turns these into flags
+			case flagOptions[opt] != 0:
+				if os.Geteuid() == 0 {
+					o.MountFlags |= flagOptions[opt]
+				} else {
+					o.ExtraOptions = append(o.ExtraOptions, opt) // fusermount3 knows them
+				}
+			case key == "fsname" && hasVal:
+				o.FsName = val
+			case key == "subtype":
+				// always bloscfs
+			case flag != nil:
+				if !hasVal {
+					if flag.Value.Type() != "bool" {
+						return false, nil, fmt.Errorf("%w: -o %s needs a value (%s=...)", errUsage, key, key)
+					}
+					val = "true"
+				}
+				if flag.Name == "filter" {
+					val = strings.ReplaceAll(val, "+", ",")
+				}
+				if err := fs.Set(flag.Name, val); err != nil {
+					return false, nil, fmt.Errorf("%w: -o %s: %v", errUsage, opt, err)
+				}
+			default:
+				o.ExtraOptions = append(o.ExtraOptions, opt)
+			}
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
 	}
+	return nonempty, rest, nil
 }
 
 func cmdMount(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("mount", stderr)
-	fg := fs.Bool("f", false, "stay in the foreground")
-	opts := fs.String("o", "", "mount options: ro, allow_other, and options for the kernel (comma-separated)")
-	cacheSize := fs.String("cache-size", "512MiB", "size of the decoded-block cache")
+	fs := newFlags("mount", stdout)
+	fg := fs.BoolP("foreground", "f", false, "stay in the foreground")
+	opts := fs.StringArrayP("options", "o", nil, "mount `OPTIONS`, comma-separated (see above)")
+	cacheSize := fs.String("cache-size", "512MiB", "`SIZE` of the decoded-block cache")
+	readAhead := fs.String("read-ahead", "4MiB", "`BYTES` decoded ahead of a sequential reader")
 	readOnly := fs.Bool("read-only", false, "refuse every change (as -o ro)")
-	logFile := fs.String("log", "", "log to this file (default: stderr in the foreground, syslog in the background)")
-	debug := fs.Bool("debug", false, "log every FUSE request")
-	readAhead := fs.String("read-ahead", "4MiB", "bytes decoded ahead of a sequential reader")
-	newFormat := fs.String("new-format", "b2frame", "how files created in the mount are stored: b2frame, blp, or none (plain)")
-	codec := fs.String("codec", "zstd", "codec of new files: blosclz, lz4, lz4hc, zlib, zstd")
-	clevel := fs.Int("clevel", 5, "compression level of new files, 0-9")
-	filter := fs.String("filter", "shuffle", "filters of new files (as for pack)")
-	typesize := fs.Int("typesize", 8, "element size of new files")
-	chunkSize := fs.String("chunk-size", "1MiB", "chunk size of new files")
-	pos, err := parseInterspersed(fs, args)
+	logFile := fs.String("log", "", "log to this `FILE`, or to syslog or stderr (default: stderr with -f, else syslog, else a file)")
+	debug := fs.BoolP("debug", "d", false, "log every FUSE request")
+	newFormat := fs.String("new-format", "b2frame", "`FORMAT` of files created in the mount: b2frame, blp, or none (plain)")
+	codec := fs.String("codec", "zstd", "`CODEC` of new files: blosclz, lz4, lz4hc, zlib, zstd")
+	clevel := fs.Int("clevel", 5, "compression `LEVEL` of new files, 0-9")
+	filter := fs.String("filter", "shuffle", "`FILTERS` of new files (as for pack)")
+	typesize := fs.Int("typesize", 8, "element `SIZE` of new files")
+	chunkSize := fs.String("chunk-size", "1MiB", "chunk `SIZE` of new files")
+	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -67,13 +158,18 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: mount [flags] SOURCE MOUNTPOINT", errUsage)
 	}
 	o := bfs.DefaultOptions()
+	nonempty, passOn, err := mountOptions(*opts, &o, fs)
+	if err != nil {
+		return err
+	}
 	if o.CacheSize, err = parseSize(*cacheSize); err != nil || o.CacheSize < 1<<20 {
 		return fmt.Errorf("%w: --cache-size %q (at least 1MiB)", errUsage, *cacheSize)
 	}
 	if o.ReadAhead, err = parseSize(*readAhead); err != nil {
 		return fmt.Errorf("%w: --read-ahead %q", errUsage, *readAhead)
 	}
-	o.ReadOnly, o.Debug = *readOnly, *debug
+	o.ReadOnly = o.ReadOnly || *readOnly
+	o.Debug = *debug
 	switch bfs.NewFormat(*newFormat) {
 	case bfs.NewB2Frame, bfs.NewBlp, bfs.NewPlain:
 		o.NewFormat = bfs.NewFormat(*newFormat)
@@ -97,42 +193,44 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if o.NewChunkSize, err = parseSize(*chunkSize); err != nil || o.NewChunkSize <= 0 || o.NewChunkSize > 1<<31-64 {
 		return fmt.Errorf("%w: --chunk-size %q", errUsage, *chunkSize)
 	}
-	for _, opt := range strings.Split(*opts, ",") {
-		switch opt = strings.TrimSpace(opt); opt {
-		case "":
-		case "ro":
-			o.ReadOnly = true
-		case "rw":
-			o.ReadOnly = false
-		case "allow_other":
-			o.AllowOther = true
-		case "default_permissions":
-			// implied by allow_other
-		case "debug":
-			o.Debug = true
-		default:
-			o.ExtraOptions = append(o.ExtraOptions, opt)
+	src, err := filepath.Abs(pos[0])
+	if err != nil {
+		return err
+	}
+	mnt, err := filepath.Abs(pos[1])
+	if err != nil {
+		return err
+	}
+	if err := checkEmpty(mnt, nonempty); err != nil {
+		return err
+	}
+	if busy, _ := bfs.IsMountpoint(mnt); !busy && os.Getenv(notifyEnv) == "" {
+		if other := mountedAt(src); len(other) > 0 {
+			fmt.Fprintf(stderr, "bloscfs mount: warning: %s is already mounted at %s; changes made through one mount are not seen at once through the other\n", src, strings.Join(other, ", "))
 		}
+	}
+	if !*fg && *logFile == "stderr" {
+		return fmt.Errorf("%w: --log stderr needs -f (in the background stderr goes nowhere once the mount is ready)", errUsage)
 	}
 	if !*fg {
 		// The daemon runs in /, so that it holds no directory busy: hand
 		// it absolute paths and the flags as parsed.
-		if *logFile != "" {
+		if *logFile != "" && *logFile != "syslog" && *logFile != "stderr" {
 			if *logFile, err = filepath.Abs(*logFile); err != nil {
 				return err
 			}
 		}
-		var child []string
-		fs.Visit(func(f *flag.Flag) { child = append(child, "-"+f.Name+"="+f.Value.String()) })
-		src, err := filepath.Abs(pos[0])
-		if err != nil {
-			return err
-		}
-		mnt, err := filepath.Abs(pos[1])
-		if err != nil {
-			return err
-		}
-		return daemonize(append(child, "--", src, mnt), stderr)
+		var args []string
+		fs.Visit(func(f *pflag.Flag) {
+			if f.Name == "options" {
+				if len(passOn) > 0 {
+					args = append(args, "-o", strings.Join(passOn, ","))
+				}
+				return
+			}
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		})
+		return daemonize(append(args, "--", src, mnt), stderr)
 	}
 	// Decoded blocks are garbage once evicted; without a limit the Go heap
 	// grows to about twice the live cache before collecting. Keep it near
@@ -141,20 +239,23 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		rdebug.SetMemoryLimit(o.CacheSize + 48<<20)
 	}
 	notify := notifier()
-	logger, closeLog, err := openLog(*logFile, notify != nil, stderr)
+	logger, logDest, closeLog, err := openLog(*logFile, notify != nil, stderr)
 	if err != nil {
 		notify.fail(err)
 		return err
 	}
 	defer closeLog()
 	o.Logger = logger
-	server, _, err := bfs.Mount(pos[0], pos[1], o)
+	server, f, err := bfs.Mount(pos[0], pos[1], o)
 	if err != nil {
+		err = helperError(err)
 		notify.fail(err)
 		return err
 	}
 	logger.Printf("serving %s at %s", pos[0], pos[1])
-	notify.ready()
+	notify.ready(logDest)
+
+	logStatsOn(syscall.SIGUSR1, f, logger)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -173,23 +274,132 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// openLog returns the logger of a mount: --log's file, else stderr in
-// the foreground, else syslog (or nothing when syslog is unavailable).
-func openLog(path string, background bool, stderr io.Writer) (*log.Logger, func(), error) {
-	if path != "" {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return nil, nil, err
+// logStatsOn writes the mount's statistics (as bloscfs stats --json
+// prints them) to the log on each sig.
+func logStatsOn(sig os.Signal, f *bfs.FS, logger *log.Logger) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, sig)
+	go func() {
+		for range c {
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			enc.Encode(f.Stats())
+			logger.Printf("stats: %s", strings.TrimSpace(b.String()))
 		}
-		return log.New(f, "bloscfs: ", log.LstdFlags), func() { f.Close() }, nil
+	}()
+}
+
+// helperError rewords go-fuse's "fusermount exited with code 256": the
+// helper's own message has gone to stderr just before.
+func helperError(err error) error {
+	if strings.Contains(err.Error(), "fusermount exited with code") {
+		return fmt.Errorf("%s (the message above is fusermount3's)", strings.TrimSpace(err.Error()))
 	}
-	if !background {
-		return log.New(stderr, "bloscfs: ", log.LstdFlags), func() {}, nil
+	return err
+}
+
+// checkEmpty refuses a mountpoint that has entries, unless nonempty: the
+// mount would hide them (as gocryptfs and rclone refuse). A mountpoint
+// that is already a mount is left to the busy check.
+func checkEmpty(mnt string, nonempty bool) error {
+	if nonempty {
+		return nil
 	}
-	if w, err := syslog.New(syslog.LOG_INFO|syslog.LOG_DAEMON, "bloscfs"); err == nil {
-		return log.New(w, "", 0), func() { w.Close() }, nil
+	if mounted, err := bfs.IsMountpoint(mnt); err == nil && mounted {
+		return nil
 	}
-	return log.New(io.Discard, "", 0), func() {}, nil
+	d, err := os.Open(mnt)
+	if err != nil {
+		return nil // reported by the mount itself
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(1)
+	if len(names) > 0 {
+		return fmt.Errorf("mountpoint %s is not empty (it holds %s...): the mount would hide its files; use -o nonempty to mount over them", mnt, names[0])
+	}
+	return nil
+}
+
+// bloscfsMount is a bloscfs mount listed in /proc/self/mountinfo.
+type bloscfsMount struct{ source, dir string }
+
+// bloscfsMounts lists the bloscfs mounts.
+func bloscfsMounts() []bloscfsMount {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []bloscfsMount
+	for _, line := range strings.Split(string(b), "\n") {
+		_, after, ok := strings.Cut(line, " - ")
+		f, fa := strings.Fields(line), strings.Fields(after)
+		if ok && len(f) > 4 && len(fa) > 1 && fa[0] == "fuse.bloscfs" {
+			out = append(out, bloscfsMount{source: bfs.UnescapeMount(fa[1]), dir: bfs.UnescapeMount(f[4])})
+		}
+	}
+	return out
+}
+
+// mountedAt returns the mountpoints where bloscfs already shows source.
+func mountedAt(source string) []string {
+	var out []string
+	for _, m := range bloscfsMounts() {
+		if m.source == source {
+			out = append(out, m.dir)
+		}
+	}
+	return out
+}
+
+// openLog returns the logger of a mount and says where it writes: to
+// --log's file (or "syslog", "stderr"); by default to stderr in the
+// foreground, else to syslog, else (no syslog socket) to a file in the
+// state directory, so that no line is lost.
+func openLog(path string, background bool, stderr io.Writer) (*log.Logger, string, func(), error) {
+	switch {
+	case path == "stderr" || path == "" && !background:
+		return log.New(stderr, "bloscfs: ", log.LstdFlags), "stderr", func() {}, nil
+	case path == "syslog" || path == "":
+		if w, err := syslog.New(syslog.LOG_INFO|syslog.LOG_DAEMON, "bloscfs"); err == nil {
+			return log.New(w, "", 0), "syslog", func() { w.Close() }, nil
+		} else if path == "syslog" {
+			return nil, "", nil, fmt.Errorf("--log syslog: %w", err)
+		}
+		dir := logDir()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			// No writable state directory (a user without a home):
+			// a private directory in the temp dir.
+			dir = filepath.Join(os.TempDir(), fmt.Sprintf("bloscfs-%d", os.Geteuid()))
+			if err2 := os.MkdirAll(dir, 0o700); err2 != nil {
+				return nil, "", nil, fmt.Errorf("no syslog, and no log directory: %w", err)
+			}
+		}
+		path = filepath.Join(dir, "bloscfs.log")
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	prefix := fmt.Sprintf("bloscfs[%d]: ", os.Getpid())
+	return log.New(f, prefix, log.LstdFlags), path, func() { f.Close() }, nil
+}
+
+// logDir is where a background mount logs without syslog:
+// $XDG_STATE_HOME/bloscfs, else /var/log/bloscfs for root, else
+// ~/.local/state/bloscfs (openLog falls back to $TMPDIR/bloscfs-UID).
+func logDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "bloscfs")
+	}
+	if os.Geteuid() == 0 {
+		return "/var/log/bloscfs"
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "bloscfs")
+	}
+	return filepath.Join(home, ".local", "state", "bloscfs")
 }
 
 // readyPipe is the write end of the pipe to the parent that started this
@@ -209,22 +419,38 @@ func notifier() *readyPipe {
 	return &readyPipe{os.NewFile(uintptr(n), "notify")}
 }
 
-func (p *readyPipe) ready() {
+// ready tells the parent that the mount is ready and where logs go. The
+// daemon's stderr, relayed by the parent until now, goes to /dev/null.
+func (p *readyPipe) ready(logDest string) {
 	if p != nil {
-		fmt.Fprintln(p.f, "ok")
+		detachStderr()
+		fmt.Fprintln(p.f, "ok", logDest)
 		p.f.Close()
 	}
 }
 
+// fail tells the parent why the mount failed; the parent prints it.
 func (p *readyPipe) fail(err error) {
 	if p != nil {
+		detachStderr()
 		fmt.Fprintln(p.f, "error:", oneLine(err))
 		p.f.Close()
 	}
 }
 
+// detachStderr points fd 2 at /dev/null, which closes the daemon's end of
+// the pipe through which the parent relays its stderr.
+func detachStderr() {
+	if devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		unix.Dup2(int(devnull.Fd()), 2)
+		devnull.Close()
+	}
+}
+
 // daemonize runs this command again in the foreground, detached, and
 // returns once it reports that the mount is ready (as gocryptfs does).
+// Until then the child's stderr (where fusermount3 writes its errors) is
+// copied to ours.
 func daemonize(args []string, stderr io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -235,29 +461,52 @@ func daemonize(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer r.Close()
+	er, ew, err := os.Pipe()
+	if err != nil {
+		w.Close()
+		return err
+	}
+	defer er.Close()
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
+		w.Close()
+		ew.Close()
 		return err
 	}
 	defer devnull.Close()
 	cmd := exec.Command(exe, append([]string{"mount", "-f"}, args...)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, ew
 	cmd.ExtraFiles = []*os.File{w} // fd 3
 	cmd.Env = append(os.Environ(), notifyEnv+"=3")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Dir = "/"
-	if err := cmd.Start(); err != nil {
-		w.Close()
+	err = cmd.Start()
+	w.Close()
+	ew.Close()
+	if err != nil {
 		return err
 	}
-	w.Close()
+	relayed := make(chan struct{})
+	go func() {
+		io.Copy(stderr, er)
+		close(relayed)
+	}()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	line, rerr := bufio.NewReader(r).ReadString('\n')
 	line = strings.TrimSpace(line)
+	// The child closes its stderr before it reports; a grandchild that
+	// kept it open (it should not) must not hold us.
+	select {
+	case <-relayed:
+	case <-time.After(5 * time.Second):
+	}
 	switch {
-	case line == "ok":
+	case line == "ok" || strings.HasPrefix(line, "ok "):
 		cmd.Process.Release()
+		if dest := strings.TrimPrefix(strings.TrimPrefix(line, "ok"), " "); dest != "" {
+			fmt.Fprintf(stderr, "bloscfs: mounted %s at %s; log: %s\n", args[len(args)-2], args[len(args)-1], dest)
+		}
 		return nil
 	case strings.HasPrefix(line, "error: "):
 		return errors.New(strings.TrimPrefix(line, "error: "))
@@ -271,20 +520,21 @@ func daemonize(args []string, stderr io.Writer) error {
 }
 
 func cmdUnmount(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("unmount", stderr)
-	lazy := fs.Bool("l", false, "lazy: detach now, clean up when no longer busy")
-	if err := parseFlags(fs, args); err != nil {
+	fs := newFlags("unmount", stdout)
+	lazy := fs.BoolP("lazy", "l", false, "detach now, clean up when no longer busy")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return fmt.Errorf("%w: unmount MOUNTPOINT", errUsage)
 	}
-	mnt := fs.Arg(0)
+	mnt := pos[0]
 	flags := 0
 	if *lazy {
 		flags = syscall.MNT_DETACH
 	}
-	err := syscall.Unmount(mnt, flags)
+	err = syscall.Unmount(mnt, flags)
 	if err == nil {
 		return nil
 	}

@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/ordered"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/pack/bloscpack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -61,19 +64,28 @@ func parseFilters(s string, typesize int) (f, meta [6]uint8, err error) {
 	return f, meta, nil
 }
 
+// packHelp is the description in `bloscfs help pack`.
+const packHelp = `Compress a plain file on all cores into a Blosc2 frame (default), a
+Bloscpack file, or (for a .npy input) a .b2nd array. OUT defaults to
+IN.b2frame (IN.blp; x.b2nd for x.npy); with IN - (standard input) OUT is
+required. Defaults: b2frame with python-blosc2's parameters (zstd, clevel
+5, shuffle, typesize 8), blp with bloscpack's (blosclz, clevel 7, shuffle,
+adler32); 1 MiB chunks.`
+
 func cmdPack(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("pack", stderr)
-	format := fs.String("format", "", "output format: b2frame, blp, or b2nd for a .npy input (default: from the file names, else b2frame)")
-	chunkShape := fs.String("chunkshape", "", "b2nd: chunk shape, e.g. 100,200 (default: about 4 MiB chunks)")
-	blockShape := fs.String("blockshape", "", "b2nd: block shape (default: about 128 KiB blocks)")
-	codec := fs.String("codec", "", "codec: blosclz, lz4, lz4hc, zlib, zstd (default: zstd for b2frame, blosclz for blp)")
-	clevel := fs.Int("clevel", -1, "compression level 0-9 (default: 5 for b2frame, 7 for blp)")
-	filter := fs.String("filter", "shuffle", "filters: shuffle, bitshuffle, none, delta,shuffle, shuffle,bytedelta, truncprec:N,shuffle")
-	typesize := fs.Int("typesize", 8, "element size in bytes (1-255)")
-	chunkSize := fs.String("chunk-size", "1MiB", "plain bytes per chunk")
-	checksum := fs.String("checksum", "adler32", "blp chunk checksum: None, adler32, crc32, md5, sha1, sha224, sha256, sha384, sha512")
-	force := fs.Bool("f", false, "overwrite OUT")
-	pos, err := parseInterspersed(fs, args)
+	fs := newFlags("pack", stdout)
+	format := fs.String("format", "", "output `FORMAT`: b2frame, blp, or b2nd for a .npy input (default: from the file names, else b2frame)")
+	chunkShape := fs.String("chunkshape", "", "b2nd: chunk `SHAPE`, e.g. 100,200 (default: about 4 MiB chunks)")
+	blockShape := fs.String("blockshape", "", "b2nd: block `SHAPE` (default: about 128 KiB blocks)")
+	codec := fs.String("codec", "", "`CODEC`: blosclz, lz4, lz4hc, zlib, zstd (default: zstd for b2frame, blosclz for blp)")
+	clevel := fs.Int("clevel", 0, "compression `LEVEL` 0-9 (default: 5 for b2frame, 7 for blp)")
+	filter := fs.String("filter", "shuffle", "`FILTERS`: shuffle, bitshuffle, none, delta,shuffle, shuffle,bytedelta, truncprec:N,shuffle")
+	typesize := fs.Int("typesize", 8, "element `SIZE` in bytes (1-255)")
+	chunkSize := fs.String("chunk-size", "1MiB", "plain `BYTES` per chunk")
+	checksum := fs.String("checksum", "adler32", "blp chunk `CHECKSUM`: None, adler32, crc32, md5, sha1, sha224, sha256, sha384, sha512")
+	force := fs.BoolP("force", "f", false, "overwrite OUT; pack IN even if it is a container already")
+	quiet := fs.BoolP("quiet", "q", false, "print no summary")
+	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -83,6 +95,9 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	in, out := pos[0], ""
 	if len(pos) > 1 {
 		out = pos[1]
+	}
+	if in == "-" && out == "" {
+		return fmt.Errorf("%w: pack - (standard input) needs OUT", errUsage)
 	}
 	if *format == "" {
 		switch {
@@ -120,7 +135,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		}
 		p.Codec = c
 	}
-	if *clevel >= 0 {
+	if fs.Changed("clevel") {
 		p.Clevel = *clevel
 	}
 	if p.Filters, p.FiltersMeta, err = parseFilters(*filter, *typesize); err != nil {
@@ -130,8 +145,13 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 
-	src, err := os.Open(in)
-	if err != nil {
+	start := time.Now()
+	var src *os.File
+	if in == "-" {
+		if src, err = spoolStdin(out); err != nil {
+			return err
+		}
+	} else if src, err = os.Open(in); err != nil {
 		return err
 	}
 	defer src.Close()
@@ -142,18 +162,34 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("%s: not a regular file", in)
 	}
+	if name := containerName(src, in); name != "" && !*force {
+		return fmt.Errorf("%s is already a %s: packing it would compress compressed bytes (unpack it first, or use -f)", in, name)
+	}
 	size := st.Size()
-	dst, err := createAtomic(out, *force, st.Mode())
+	perm := st.Mode()
+	if in == "-" {
+		perm = 0o644
+	}
+	dst, err := createAtomic(out, *force, perm)
 	if err != nil {
 		return err
 	}
 	defer dst.Abort()
+	summary := func() error {
+		if *quiet {
+			return nil
+		}
+		return printSummary(stderr, "packed", in, size, out, start)
+	}
 
 	if *format == "b2nd" {
-		if err := packArray(src, in, dst, p, *chunkShape, *blockShape); err != nil {
+		if err := packArray(src, in, dst, p, *chunkShape, *blockShape, stderr); err != nil {
 			return err
 		}
-		return dst.Commit()
+		if err := dst.Commit(); err != nil {
+			return err
+		}
+		return summary()
 	}
 
 	var add func(raw []byte) error
@@ -210,7 +246,88 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", out, err)
 	}
 	pb.Finish()
-	return dst.Commit()
+	if err := dst.Commit(); err != nil {
+		return err
+	}
+	return summary()
+}
+
+// spoolStdin copies standard input into an unlinked temp file beside
+// out, which the writers can read at any offset and know the size of.
+func spoolStdin(out string) (*os.File, error) {
+	f, err := os.CreateTemp(filepath.Dir(out), ".bloscfs-stdin-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	if _, err := io.Copy(f, os.Stdin); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("reading standard input: %w", err)
+	}
+	return f, nil
+}
+
+// containerName names the container format of a file about to be packed
+// ("" for a plain file): its magic, else its suffix.
+func containerName(f *os.File, name string) string {
+	head := make([]byte, pack.HeadLen)
+	n, _ := f.ReadAt(head, 0)
+	if fm := pack.Sniff(head[:n]); fm != nil && fm.Name != "chunk" {
+		return fm.Name + " container"
+	}
+	if _, ok := all.PlainName(filepath.Base(name)); ok {
+		return "container by its suffix " + filepath.Ext(name)
+	}
+	return ""
+}
+
+// printSummary prints what pack or unpack made: names, sizes, ratio and
+// speed.
+func printSummary(w io.Writer, verb, in string, plain int64, out string, start time.Time) error {
+	st, err := os.Stat(out)
+	if err != nil {
+		return nil // a device or pipe: nothing to say
+	}
+	stored, d := st.Size(), time.Since(start).Seconds()
+	if verb == "unpacked" {
+		plain, stored = st.Size(), plain
+	}
+	ratio := 0.0
+	if stored > 0 {
+		ratio = float64(plain) / float64(stored)
+	}
+	if in == "-" {
+		in = "standard input"
+	}
+	fmt.Fprintf(w, "%s %s → %s: %s plain, %s stored (ratio %.2f) in %.2f s (%s/s)\n",
+		verb, in, out, humanBytes(plain), humanBytes(stored), ratio, d, humanBytes(int64(float64(plain)/max(d, 1e-9))))
+	return nil
+}
+
+// humanBytes formats a size with a binary unit.
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// progressReaderAt advances a bar by the bytes read (each byte of the
+// array is read once).
+type progressReaderAt struct {
+	r  io.ReaderAt
+	pb *bar
+}
+
+func (p progressReaderAt) ReadAt(b []byte, off int64) (int, error) {
+	n, err := p.r.ReadAt(b, off)
+	p.pb.Add(int64(n))
+	return n, err
 }
 
 // parseShape reads "100,200" (empty: nil).
@@ -230,7 +347,7 @@ func parseShape(s string) ([]int32, error) {
 }
 
 // packArray writes a .npy file as a .b2nd array.
-func packArray(src *os.File, in string, dst io.WriteSeeker, p blosc.Params, chunks, blocks string) error {
+func packArray(src *os.File, in string, dst io.WriteSeeker, p blosc.Params, chunks, blocks string, stderr io.Writer) error {
 	info, err := frame.ReadNPYHeader(src)
 	if err != nil {
 		return fmt.Errorf("%s: %w", in, err)
@@ -258,8 +375,11 @@ func packArray(src *os.File, in string, dst io.WriteSeeker, p blosc.Params, chun
 	if st.Size() < info.DataOff+size {
 		return fmt.Errorf("%s: truncated: %d data bytes for shape %v of %s", in, st.Size()-info.DataOff, info.Shape, info.Descr)
 	}
-	if err := frame.WriteArray(dst, io.NewSectionReader(src, info.DataOff, size), a, p); err != nil {
+	pb := newBar(stderr, size, "pack "+filepath.Base(in))
+	data := progressReaderAt{io.NewSectionReader(src, info.DataOff, size), pb}
+	if err := frame.WriteArray(dst, data, a, p); err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
+	pb.Finish()
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
@@ -25,9 +26,10 @@ func defaultUnpackName(in string) string {
 }
 
 func cmdUnpack(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("unpack", stderr)
-	force := fs.Bool("f", false, "overwrite OUT")
-	pos, err := parseInterspersed(fs, args)
+	fs := newFlags("unpack", stdout)
+	force := fs.BoolP("force", "f", false, "overwrite OUT")
+	quiet := fs.BoolP("quiet", "q", false, "print no summary")
+	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -49,10 +51,13 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer v.Close()
+	start := time.Now()
 	if out == "-" {
-		if _, err := v.WriteTo(stdout); err != nil {
+		pb := newBar(stderr, v.Size, "unpack "+filepath.Base(in))
+		if _, err := v.WriteToProgress(stdout, pb.Add); err != nil {
 			return fmt.Errorf("%s: %w", in, err)
 		}
+		pb.Finish()
 		return nil
 	}
 	if out == "" {
@@ -75,5 +80,14 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	if err := dst.Commit(); err != nil {
 		return fmt.Errorf("%s: %w", out, err)
 	}
-	return nil
+	if *quiet {
+		return nil
+	}
+	stored := int64(0)
+	if st, err := os.Stat(in); err == nil && !st.IsDir() {
+		stored = st.Size()
+	} else {
+		stored = v.Container.Info().StoredSize
+	}
+	return printSummary(stderr, "unpacked", in, stored, out, start)
 }

@@ -385,6 +385,11 @@ func (f *File) parseMeta(pos int64) (int64, error) {
 // NumChunks returns the number of chunks.
 func (f *File) NumChunks() int { return len(f.offsets) }
 
+// FileOffsets returns where each chunk starts in the file: the offsets
+// table, or the chunks found by walking their headers when the file has
+// none.
+func (f *File) FileOffsets() []int64 { return slices.Clone(f.offsets) }
+
 // ChunkOffset returns the plain offset of chunk i.
 func (f *File) ChunkOffset(i int) int64 { return f.plainOffs[i] }
 

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// root is the module's root directory.
+const root = "../.."
+
+// commandFlags returns the long flags `bloscfs help CMD` lists.
+func commandFlags(t *testing.T, cmd string) []string {
+	t.Helper()
+	h := bloscfs(t, "help", cmd)
+	var flags []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z-]+)`).FindAllStringSubmatch(string(h.stdout), -1) {
+		flags = append(flags, m[1])
+	}
+	return flags
+}
+
+// TestDocsListFlags: the man page and both completions know every flag of
+// every command.
+func TestDocsListFlags(t *testing.T) {
+	docs := map[string]string{}
+	for _, f := range []string{"man/bloscfs.1", "completion/bloscfs.bash", "completion/_bloscfs"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[f] = strings.ReplaceAll(string(b), `\-`, "-")
+	}
+	for _, cmd := range []string{"mount", "unmount", "stats", "pack", "unpack", "info", "verify"} {
+		for _, flag := range commandFlags(t, cmd) {
+			for f, text := range docs {
+				if !strings.Contains(text, "--"+flag) {
+					t.Errorf("%s does not mention %s --%s", f, cmd, flag)
+				}
+			}
+		}
+	}
+}
+
+// TestReadmeLinks: the README and docs/ point only at files of the
+// repository.
+func TestReadmeLinks(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	files = append(files, filepath.Join(root, "README.md"))
+	link := regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(f), m[1])); err != nil {
+				t.Errorf("%s links to %s, which is not in the repository", f, m[1])
+			}
+		}
+		for _, gone := range []string{"DESIGN.md", "PERF-NOTES"} {
+			if strings.Contains(string(b), gone) {
+				t.Errorf("%s mentions %s, which is not in the repository", f, gone)
+			}
+		}
+	}
+}
+
+// TestMakeInstall: make install puts the binary, the man page and the
+// completions under DESTDIR/PREFIX, and the binary knows its version.
+func TestMakeInstall(t *testing.T) {
+	dest := t.TempDir()
+	cmd := exec.Command("make", "-s", "-C", root, "install", "DESTDIR="+dest, "VERSION=v0.0.0-test")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	for _, f := range []string{"bin/bloscfs", "share/man/man1/bloscfs.1", "share/bash-completion/completions/bloscfs", "share/zsh/site-functions/_bloscfs"} {
+		if _, err := os.Stat(filepath.Join(dest, "usr/local", f)); err != nil {
+			t.Errorf("make install: %v", err)
+		}
+	}
+	if out := run1(t, filepath.Join(dest, "usr/local/bin/bloscfs"), "--version"); !strings.HasPrefix(out, "bloscfs v0.0.0-test\n") {
+		t.Errorf("installed --version: %q", out)
+	}
+}
+
+// TestMakeStopQuiet: make stop with nothing mounted says nothing and
+// succeeds.
+func TestMakeStopQuiet(t *testing.T) {
+	for _, mnt := range []string{filepath.Join(t.TempDir(), "missing"), t.TempDir()} {
+		out, err := exec.Command("make", "-s", "-C", root, "stop", "MNT="+mnt).CombinedOutput()
+		if err != nil || len(out) != 0 {
+			t.Errorf("make stop MNT=%s: %v, %q", mnt, err, out)
+		}
+	}
+}

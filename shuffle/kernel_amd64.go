@@ -1,0 +1,12 @@
+//go:build amd64 && !purego
+
+package shuffle
+
+// Kernels names the implementation the transforms use on this CPU:
+// "avx2", "sse2" or "portable".
+func Kernels() string {
+	if useAVX2 {
+		return "avx2"
+	}
+	return "sse2"
+}
