@@ -43,7 +43,7 @@ func NewChunk(r io.ReaderAt, size int64) (*Chunk, error) {
 		n = 0
 	}
 	if _, err := r.ReadAt(hb[:n], 0); err != nil && !(errors.Is(err, io.EOF) && n > 0) {
-		return nil, fmt.Errorf("%w: reading header: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: reading header: %w", ErrCorrupt, err)
 	}
 	h, err := ParseHeader(hb[:n])
 	if err != nil {

@@ -42,7 +42,7 @@ type infoRecord struct {
 }
 
 func describe(path string) (*infoRecord, error) {
-	v, err := all.OpenView(path, pack.NoCache{})
+	v, err := all.OpenView(followArg(path), pack.NoCache{})
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ type verifyRecord struct {
 func verifyOne(path string, stderr io.Writer) verifyRecord {
 	rec := verifyRecord{Path: path}
 	// The container's own bytes, not the .npy view: every chunk once.
-	c, closer, err := pack.OpenPath(path, pack.NoCache{})
+	c, closer, err := pack.OpenPath(followArg(path), pack.NoCache{})
 	if err != nil {
 		rec.Error = oneLine(err)
 		return rec
@@ -170,7 +170,7 @@ func isContainer(path string) bool {
 	if _, ok := all.PlainName(filepath.Base(path)); ok {
 		return true // a damaged header must be reported, not skipped
 	}
-	f, err := os.Open(path)
+	f, _, err := pack.OpenSource(path, false) // a FIFO must not block the walk
 	if err != nil {
 		return true // report the error
 	}

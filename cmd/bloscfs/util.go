@@ -132,3 +132,14 @@ func (a *atomicFile) Abort() {
 		os.Remove(a.Name())
 	}
 }
+
+// followArg resolves a symlink named on the command line: the user chose
+// it. Containers are otherwise opened without following symlinks.
+func followArg(p string) string {
+	if st, err := os.Lstat(p); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+	}
+	return p
+}

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
@@ -177,7 +178,7 @@ func init() {
 			return OpenDir(dir, cache)
 		},
 		MatchDir: func(dir string) bool {
-			f, err := os.Open(filepath.Join(dir, IndexFile))
+			f, err := openPart(dir, IndexFile)
 			if err != nil {
 				return false
 			}
@@ -215,8 +216,7 @@ func Open(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (*Frame
 // only while they are read, so the Frame holds no file descriptors.
 func OpenDir(dir string, cache pack.BlockCache) (*Frame, error) {
 	f := &Frame{name: dir, dir: dir, sparse: true}
-	path := filepath.Join(dir, IndexFile)
-	file, err := os.Open(path)
+	file, err := openPart(dir, IndexFile)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
@@ -570,23 +570,32 @@ func (f *Frame) checkIndex() error {
 
 // chunkPath returns the file of a sparse frame's chunk id.
 func (f *Frame) chunkPath(id int64) string {
-	return filepath.Join(f.dir, fmt.Sprintf("%08X.chunk", id))
+	return filepath.Join(f.dir, chunkName(id))
 }
+
+// chunkName returns the file name of a sparse frame's chunk id: hex
+// digits only, so never a path.
+func chunkName(id int64) string { return fmt.Sprintf("%08X.chunk", id) }
 
 // storedChunk returns a reader over stored chunk i and the number of bytes
 // available to it (the rest of the chunks section, or the chunk file).
 func (f *Frame) storedChunk(i int) (io.ReaderAt, int64, error) {
 	v := f.entry(i)
 	if f.sparse {
-		path := f.chunkPath(v)
-		st, err := os.Stat(path)
+		name := chunkName(v)
+		file, err := openPart(f.dir, name)
 		if err != nil {
+			if pack.Transient(err) {
+				return nil, 0, fmt.Errorf("%s: chunk %d: %w", f.name, i, err)
+			}
 			return nil, 0, f.errf(pack.ErrFormat, "chunk %d: %w", i, err)
 		}
-		if !st.Mode().IsRegular() {
-			return nil, 0, f.errf(pack.ErrFormat, "chunk %d: %s is not a regular file", i, path)
+		st, err := file.Stat()
+		file.Close()
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: chunk %d: %w", f.name, i, err)
 		}
-		return fileAt(path), st.Size(), nil
+		return fileAt{f.dir, name}, st.Size(), nil
 	}
 	pos := f.hdr.headerLen + v
 	avail := f.hdr.headerLen + f.hdr.cbytes - pos
@@ -614,12 +623,33 @@ func (f *Frame) chunkHeader(i int) (blosc.Header, error) {
 	return h, nil
 }
 
-// fileAt is an io.ReaderAt over a file that is opened for each read, so
-// that a sparse frame holds no descriptors.
-type fileAt string
+// openPart opens a part (the index or a chunk file) of the sparse frame
+// in dir. A part must be a regular file in the directory itself: neither
+// the directory nor the part may be a symlink, and the name holds no
+// slash. The daemon runs as root, and a user who can write the directory
+// (through an allow_other mount, say) must not make it read, with its
+// rights, a file the user may not read. A FIFO, socket or device is
+// refused without being read (pack.ErrNotRegular).
+func openPart(dir, name string) (*os.File, error) {
+	if strings.ContainsRune(name, '/') || name == ".." || name == "." {
+		return nil, fmt.Errorf("%s: %w: part name %q", dir, pack.ErrFormat, name)
+	}
+	d, err := pack.OpenSourceDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	file, _, err := pack.OpenSourceAt(d, name, filepath.Join(dir, name))
+	return file, err
+}
+
+// fileAt is an io.ReaderAt over a part of a sparse frame that is opened
+// (as openPart does) for each read, so that a sparse frame holds no
+// descriptors.
+type fileAt struct{ dir, name string }
 
 func (p fileAt) ReadAt(b []byte, off int64) (int, error) {
-	file, err := os.Open(string(p))
+	file, err := openPart(p.dir, p.name)
 	if err != nil {
 		return 0, err
 	}
