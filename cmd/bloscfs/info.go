@@ -155,7 +155,7 @@ func verifyOne(path string, stderr io.Writer) verifyRecord {
 	rec.Format, rec.Size = c.Info().Format, c.Size()
 	v := all.ContainerView(c)
 	pb := newBar(stderr, v.Size, "verify "+filepath.Base(path))
-	if _, err := v.WriteToProgress(io.Discard, pb.Add); err != nil {
+	if err := v.Verify(pb.Add); err != nil {
 		rec.Error = oneLine(err)
 		return rec
 	}

@@ -672,6 +672,18 @@ func (f *Frame) ChunkOffset(i int) int64 {
 // chunkLen returns the plain size of chunk i.
 func (f *Frame) chunkLen(i int) int64 { return f.ChunkOffset(i+1) - f.ChunkOffset(i) }
 
+// ChunkSpecial reports whether chunk i is a special chunk (an index entry
+// that says so, or a stored special chunk): it has nothing to decode.
+func (f *Frame) ChunkSpecial(i int) bool {
+	if i >= 0 && i < f.n && f.entry(i) < 0 {
+		return true
+	}
+	return f.cr.ChunkSpecial(i)
+}
+
+// CheckChunk parses chunk i without decoding it.
+func (f *Frame) CheckChunk(i int) error { return f.cr.CheckChunk(i) }
+
 // OpenChunk parses chunk i. Special chunks (no stored bytes) get a
 // synthesized 32-byte special chunk, so that the ChunkReader serves them
 // like any other.
@@ -813,7 +825,11 @@ var ErrNoMeta = errors.New("frame: no such metalayer")
 func (f *Frame) VLMeta(name string) ([]byte, error) {
 	for _, m := range f.vlmeta {
 		if m.name == name {
-			return decodeVLMeta(m.value)
+			v, err := decodeVLMeta(m.value, pack.MaxMetaLayer)
+			if err != nil {
+				return nil, fmt.Errorf("%s: vlmetalayer %q: %w", f.name, name, err)
+			}
+			return v, nil
 		}
 	}
 	return nil, fmt.Errorf("%s: %w: %q", f.name, ErrNoMeta, name)
@@ -829,13 +845,14 @@ func (f *Frame) RawVLMeta(name string) ([]byte, bool) {
 	return nil, false
 }
 
-func decodeVLMeta(b []byte) ([]byte, error) {
+// decodeVLMeta decompresses a stored vlmetalayer of at most limit bytes.
+func decodeVLMeta(b []byte, limit int64) ([]byte, error) {
 	h, err := blosc.ParseHeader(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: vlmetalayer: %w", pack.ErrFormat, err)
 	}
-	if h.Nbytes > maxVLMetaValue {
-		return nil, fmt.Errorf("%w: vlmetalayer of %d bytes exceeds the %d-byte limit", pack.ErrUnsupported, h.Nbytes, maxVLMetaValue)
+	if limit = min(limit, maxVLMetaValue); int64(h.Nbytes) > limit {
+		return nil, fmt.Errorf("%w: vlmetalayer of %d bytes exceeds the %d-byte limit", pack.ErrUnsupported, h.Nbytes, limit)
 	}
 	out, err := blosc.Decompress(b)
 	if err != nil {
@@ -871,7 +888,8 @@ func (f *Frame) RawChunk(i int) ([]byte, int, error) {
 }
 
 // Info describes the frame. Meta holds the header metalayers as stored
-// and the vlmetalayers decompressed; a vlmetalayer whose name is also a
+// and the small vlmetalayers decompressed (at most pack.InfoMetaMax
+// bytes each, pack.InfoMetaTotal in all; VLMeta reads the others); a vlmetalayer whose name is also a
 // metalayer's is keyed "vlmeta:"+name, and one that fails to decode is
 // left out.
 func (f *Frame) Info() pack.Info {
@@ -919,11 +937,18 @@ func (f *Frame) makeInfo() {
 	for _, m := range f.meta {
 		in.Meta[m.name] = m.value
 	}
+	// Only small vlmetalayers, up to a small total: a few kilobytes of
+	// file can claim gigabytes of them (read one with VLMeta).
+	var total int64
 	for _, m := range f.vlmeta {
-		v, err := decodeVLMeta(m.value)
+		if total >= pack.InfoMetaTotal {
+			break
+		}
+		v, err := decodeVLMeta(m.value, min(pack.InfoMetaMax, pack.InfoMetaTotal-total))
 		if err != nil {
 			continue
 		}
+		total += int64(len(v))
 		k := m.name
 		if _, dup := in.Meta[k]; dup {
 			k = "vlmeta:" + k
