@@ -10,6 +10,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/ordered"
+	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/bloscpack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -130,18 +131,12 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 
-	src, err := os.Open(in)
+	// A FIFO or device is refused at once, without blocking on it.
+	src, st, err := pack.OpenSource(followArg(in), false)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	st, err := src.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file", in)
-	}
 	size := st.Size()
 	dst, err := createAtomic(out, *force, st.Mode())
 	if err != nil {
