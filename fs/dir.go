@@ -439,3 +439,37 @@ func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name stri
 	}
 	return d.LoopbackNode.Link(ctx, target, name, out)
 }
+
+var _ = (gofs.NodeOpener)((*plainNode)(nil))
+
+// Open opens a passed-through file as the loopback does, but never
+// blocks on what is not a regular file: the kernel sends OPEN only for
+// what it saw as a regular file, and the entry may have been replaced by
+// a FIFO since. The file is opened with O_NONBLOCK|O_NOFOLLOW, checked
+// with fstat, and O_NONBLOCK is then cleared unless the caller asked
+// for it.
+func (n *plainNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	fh, fl, errno := n.LoopbackNode.Open(ctx, flags|syscall.O_NONBLOCK|syscall.O_NOFOLLOW)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	lf, ok := fh.(*gofs.LoopbackFile)
+	if !ok {
+		return fh, fl, 0
+	}
+	fd, _ := lf.PassthroughFd()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		lf.Release(ctx)
+		if err != nil {
+			return nil, 0, gofs.ToErrno(err)
+		}
+		return nil, 0, syscall.EIO
+	}
+	if flags&syscall.O_NONBLOCK == 0 {
+		if cur, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFL, cur&^unix.O_NONBLOCK)
+		}
+	}
+	return fh, fl, 0
+}

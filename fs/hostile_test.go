@@ -238,3 +238,50 @@ func TestProbeTransient(t *testing.T) {
 		t.Fatalf("after the descriptors are back, the probe says ok=%v, %v: the passing error was remembered", pr.ok, perr)
 	}
 }
+
+// TestPlainSwappedForFIFO is finding 7 of issue 11 for passed-through
+// files: a plain file replaced by a FIFO after the kernel looked it up
+// must not block the daemon's open.
+func TestPlainSwappedForFIFO(t *testing.T) {
+	base := worldDir(t)
+	src := filepath.Join(base, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(src, "f")
+	if err := os.WriteFile(p, []byte("plain"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.AttrTimeout = time.Hour // the kernel keeps seeing a regular file
+	mnt, _ := mountSrc(t, src, base, opts)
+	if _, err := os.Stat(filepath.Join(mnt, "f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		f, err := os.Open(filepath.Join(mnt, "f"))
+		if err == nil {
+			f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("opening a FIFO through a regular file's node succeeded")
+		}
+	case <-time.After(20 * time.Second): // only against a hang
+		t.Errorf("the daemon blocks opening a FIFO")
+		if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		<-done
+	}
+}
