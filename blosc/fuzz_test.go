@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testutil"
 )
 
 // fuzzSeeds returns every chunk of the fixtures (bare and inside frames)
@@ -68,13 +70,17 @@ func FuzzDecode(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		mem := testutil.StartAlloc()
 		c, err := NewChunkBytes(b)
 		if err != nil {
+			mem.Check(t, len(b), 0)
 			return
 		}
 		if c.Nbytes > maxFuzzOutput {
+			mem.Check(t, len(b), 0)
 			return
 		}
+		defer mem.Check(t, len(b), 2*uint64(c.Nbytes)) // full, and the blocks one by one
 		full := make([]byte, c.Nbytes)
 		fullErr := c.Decode(full)
 		rc, err := NewChunk(bytes.NewReader(b), int64(len(b)))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testutil"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -33,11 +34,14 @@ func FuzzOpen(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		mem := testutil.StartAlloc()
+		defer func() { mem.Check(t, len(b), 64<<10) }() // the read buffer
 		file, err := Open(bytes.NewReader(b), int64(len(b)), "fuzz", pack.NoCache{}, Options{})
 		if err != nil {
 			return
 		}
 		_ = file.Info()
+		_, _ = file.Metadata()
 		if file.Size() > 16<<20 {
 			return
 		}
