@@ -1,9 +1,12 @@
 package frame
 
 import (
+	"bytes"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -75,5 +78,45 @@ func TestNPYDescrParse(t *testing.T) {
 		if got := a.NPYDescr(); got != c.want {
 			t.Errorf("NPYDescr(%q, %d) = %s, want %s", c.dtype, c.itemsize, got, c.want)
 		}
+	}
+}
+
+// TestIndexBomb is part of finding 3 of issue 11: an index chunk of 32
+// bytes (a special chunk other than zeros or one value) claiming 2^24
+// entries is refused before its table is allocated.
+func TestIndexBomb(t *testing.T) {
+	m := &memFile{}
+	w, err := NewWriter(m, Params{Chunk: blosc.DefaultParams(1), ChunkSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := w.AddSpecial(blosc.SpecialZero, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := m.b
+	be := binary.BigEndian
+	ic := int(int32(be.Uint32(b[offHeaderLen:]))) + int(be.Uint64(b[offCbytes:]))
+	ix := b[ic : ic+blosc.ExtHeaderLen]
+	clear(ix)
+	ix[0], ix[1], ix[2], ix[3] = blosc.VersionStable, 1, 0x05, 8
+	binary.LittleEndian.PutUint32(ix[4:], 8<<24)
+	binary.LittleEndian.PutUint32(ix[8:], 1<<18)
+	binary.LittleEndian.PutUint32(ix[12:], blosc.ExtHeaderLen)
+	ix[31] = byte(blosc.SpecialUninit) << 4
+	be.PutUint64(b[offNbytes:], 1<<24*(1<<20))
+	var a, z runtime.MemStats
+	runtime.ReadMemStats(&a)
+	_, err = Open(bytes.NewReader(b), int64(len(b)), "bomb", nil)
+	runtime.ReadMemStats(&z)
+	if err == nil {
+		t.Fatal("an index of 2^24 undefined entries opened")
+	}
+	if n := z.TotalAlloc - a.TotalAlloc; n > 64<<20 {
+		t.Fatalf("refusing the index allocated %d bytes (%v)", n, err)
 	}
 }

@@ -448,6 +448,12 @@ func (f *Frame) parseIndex(tstart int64) error {
 		}
 		f.uniform = int64(binary.LittleEndian.Uint64(v[:]))
 	default:
+		// The table is held in memory: it may not claim more than the
+		// index chunk's bytes can justify (a special NaN or uninit
+		// "index" of 16M entries is 40 bytes).
+		if limit := 64*int64(ic.Cbytes) + 64<<20; int64(ic.Nbytes) > limit {
+			return f.errf(pack.ErrUnsupported, "index chunk of %d bytes decodes to %d, over the %d-byte limit", ic.Cbytes, ic.Nbytes, limit)
+		}
 		raw := make([]byte, ic.Nbytes)
 		if err := ic.Decode(raw); err != nil {
 			return f.errf(pack.ErrFormat, "index chunk at offset %d: %w", idxStart, err)
