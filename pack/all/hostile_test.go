@@ -175,7 +175,10 @@ func TestHostileZeroFrame(t *testing.T) {
 			t.Fatalf("WriteTo: %v", err)
 		}
 	})
-	if n > 256<<20 {
+	// Read buffers are reused (less so under the race detector, which
+	// drops pooled items at random); the planning of 4 billion pieces is
+	// gone.
+	if n > 768<<20 {
 		t.Fatalf("streaming 1 GiB of zeros allocated %d bytes", n)
 	}
 }
