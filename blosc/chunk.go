@@ -43,7 +43,7 @@ func NewChunk(r io.ReaderAt, size int64) (*Chunk, error) {
 		n = 0
 	}
 	if _, err := r.ReadAt(hb[:n], 0); err != nil && !(errors.Is(err, io.EOF) && n > 0) {
-		return nil, fmt.Errorf("%w: reading header: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: reading header: %w", ErrCorrupt, err)
 	}
 	h, err := ParseHeader(hb[:n])
 	if err != nil {
@@ -231,13 +231,24 @@ func (c *Chunk) parseSpecial() error {
 }
 
 // setVirtualBlocks picks a block geometry for chunks without streams.
+// The header's block size is kept when it is reasonable; a huge one (a
+// special chunk of 2 GiB claiming one block) would make every read of a
+// few bytes decode it whole, so blocks are at most virtualBlocksize.
 func (c *Chunk) setVirtualBlocks() {
 	bs := int(c.Header.Blocksize)
-	if bs < 16<<10 || bs > int(c.Nbytes) {
+	if bs < 16<<10 || bs > int(c.Nbytes) || bs > virtualBlocksize {
 		bs = min(int(c.Nbytes), virtualBlocksize)
 	}
 	c.blocksize = bs
 	c.nblocks = (int(c.Nbytes) + bs - 1) / bs
+}
+
+// MemSize returns about how many bytes the parsed chunk holds in memory
+// (block starts and ends, dictionary, block offsets, the chunk itself
+// when it was parsed from memory), for caches that count it.
+func (c *Chunk) MemSize() int64 {
+	return 256 + 4*int64(len(c.bstarts)+len(c.bends)) + int64(len(c.dict)) + 8*int64(len(c.vlOff)) +
+		int64(len(c.value)) + int64(len(c.data))
 }
 
 // NumBlocks returns the number of blocks.

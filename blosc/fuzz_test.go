@@ -72,13 +72,20 @@ func FuzzDecode(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		mem := testutil.StartAlloc()
 		c, err := NewChunkBytes(b)
 		if err != nil {
+			mem.Check(t, len(b), 0)
 			return
 		}
 		if c.Nbytes > maxFuzzOutput {
+			mem.Check(t, len(b), 0)
 			return
 		}
+		// The target's own: the whole chunk and every block, each in a
+		// canaried window, and the guard pattern.
+		own := 2*uint64(c.Nbytes) + uint64(c.NumBlocks()+1)*(testutil.CanaryFront+testutil.CanaryBack) + 1<<20 + uint64(c.Nbytes)
+		defer mem.Check(t, len(b), own)
 		cf := testutil.NewCanary(int(c.Nbytes))
 		full := cf.Dst()
 		fullErr := c.Decode(full)

@@ -63,7 +63,8 @@ type Cache[K comparable] struct {
 	inflight  map[K]*call
 	free      map[int][][]byte // released buffers by length (= capacity)
 	freeBytes int64
-	removing  bool // Remove or Purge is evicting: not an eviction
+	removing  bool  // Remove or Purge is evicting: not an eviction
+	charged   int64 // bytes charged by Charge, part of bytes
 
 	hits, misses, evictions, loads, reused atomic.Int64
 }
@@ -176,7 +177,7 @@ func (c *Cache[K]) Acquire(key K, load func() ([]byte, error)) (*Ref, error) {
 		if int64(cap(val)) <= c.max {
 			c.lru.Add(key, r)
 			c.bytes += int64(cap(val))
-			for c.bytes > c.max {
+			for c.bytes > c.max && c.lru.Len() > 0 { // charges may exceed max alone
 				c.lru.RemoveOldest()
 			}
 		} else {
@@ -237,15 +238,37 @@ func (c *Cache[K]) RemoveRef(key K, r *Ref) {
 	c.mu.Unlock()
 }
 
+// MaxBlock returns the largest value a loader should make for this cache:
+// an eighth of its size, at most 64 MiB. Larger values would push out
+// most of what the cache holds, or not be kept at all and be made again
+// for every use.
+func (c *Cache[K]) MaxBlock() int { return int(min(c.max/8, 64<<20)) }
+
+// MaxBytes returns the cache's byte budget.
+func (c *Cache[K]) MaxBytes() int64 { return c.max }
+
+// Charge counts n bytes of memory held elsewhere on behalf of the cache's
+// users (parsed chunk headers) against its budget, evicting values to
+// make room; a negative n gives a charge back.
+func (c *Cache[K]) Charge(n int64) {
+	c.mu.Lock()
+	c.bytes += n
+	c.charged += n
+	for c.bytes > c.max && c.lru.Len() > 0 {
+		c.lru.RemoveOldest()
+	}
+	c.mu.Unlock()
+}
+
 // Stats are the cache's counters.
 type Stats struct {
 	Hits, Misses, Loads, Evictions int64
 	// Reused counts Alloc calls served from released memory.
 	Reused int64
-	// Bytes is the size of the cached values; FreeBytes the released
-	// memory kept for Alloc.
-	Bytes, FreeBytes, MaxBytes int64
-	Entries                    int
+	// Bytes is the size of the cached values and the charged memory
+	// (Charged); FreeBytes the released memory kept for Alloc.
+	Bytes, FreeBytes, MaxBytes, Charged int64
+	Entries                             int
 }
 
 // Stats returns the counters.
@@ -254,7 +277,7 @@ func (c *Cache[K]) Stats() Stats {
 	defer c.mu.Unlock()
 	return Stats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Loads: c.loads.Load(), Evictions: c.evictions.Load(),
-		Reused: c.reused.Load(), Bytes: c.bytes, FreeBytes: c.freeBytes, MaxBytes: c.max, Entries: c.lru.Len(),
+		Reused: c.reused.Load(), Bytes: c.bytes, FreeBytes: c.freeBytes, MaxBytes: c.max, Charged: c.charged, Entries: c.lru.Len(),
 	}
 }
 

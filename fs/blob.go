@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"strconv"
@@ -34,30 +35,51 @@ type probe struct {
 }
 
 // probe opens path once per version (inode, size, mtime) and caches
-// whether it is a readable container. A failure is logged once: the file
-// is then shown raw under its own name.
-func (f *FS) probe(path string, st *syscall.Stat_t) *probe {
+// whether it is a readable container. A failure that is a fact about the
+// file (it does not parse, it is not a regular file) is cached and logged
+// once: the file is then shown raw under its own name. A transient
+// failure (out of descriptors or memory, interrupted, an I/O error) is
+// returned and not cached: it says nothing about how to show the file.
+// Only what is needed to show the file is kept: no metadata.
+func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 	kst := *st
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		// A sparse frame changes through its chunks.b2frame.
-		if err := syscall.Stat(filepath.Join(path, "chunks.b2frame"), &kst); err != nil {
-			return &probe{}
+		if err := syscall.Lstat(filepath.Join(path, "chunks.b2frame"), &kst); err != nil {
+			if pack.Transient(err) {
+				return &probe{}, err
+			}
+			return &probe{}, nil
 		}
 	}
 	key := probeKey{path, kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec}
 	if p, ok := f.probes.Get(key); ok {
-		return p
+		return p, nil
 	}
 	p := &probe{}
 	v, err := all.OpenView(path, pack.NoCache{})
 	if err != nil {
+		if pack.Transient(err) {
+			f.opts.Logger.Printf("%s: not probed now: %v", path, err)
+			return p, err
+		}
 		f.warnOnce("%s: shown raw: %v", path, err)
 	} else {
 		p.ok, p.size, p.info, p.npy = true, v.Size, v.Container.Info(), v.NPY
+		p.info.Meta = nil // may be large; the listing keeps only what it shows
 		v.Close()
 	}
 	f.probes.Add(key, p)
-	return p
+	return p, nil
+}
+
+// errnoOf turns an error into the errno to give the caller.
+func errnoOf(err error) syscall.Errno {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return syscall.EIO
 }
 
 // fillAttr sets attributes for a compressed file: times, owner and
@@ -164,7 +186,11 @@ func (n *blobNode) stat() (string, *syscall.Stat_t, *probe, syscall.Errno) {
 	if err := syscall.Lstat(p, &st); err != nil {
 		return "", nil, nil, gofs.ToErrno(err)
 	}
-	return p, &st, n.fs.probe(p, &st), 0
+	pr, err := n.fs.probe(p, &st)
+	if err != nil {
+		return "", nil, nil, errnoOf(err)
+	}
+	return p, &st, pr, 0
 }
 
 // Getattr reports the source's metadata with the plain size.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/bloscfs/bloscfs/pack"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -35,16 +36,23 @@ var (
 
 func (d *dirNode) path() string { return d.fs.diskPath(&d.Inode) }
 
-// diskEntryAt describes one existing disk entry for mapNames.
-func (d *dirNode) diskEntryAt(dir, name string, st *syscall.Stat_t) diskEntry {
+// diskEntryAt describes one existing disk entry for mapNames. A probe
+// that fails for a reason that says nothing about the file (out of
+// descriptors or memory, interrupted) sets *transient: the caller must
+// then fail with that error rather than show the file raw.
+func (d *dirNode) diskEntryAt(dir, name string, st *syscall.Stat_t, transient *error) diskEntry {
 	isDir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
 	p := filepath.Join(dir, name)
 	return diskEntry{name: name, dir: isDir, container: func() bool {
 		switch st.Mode & syscall.S_IFMT {
 		case syscall.S_IFREG, syscall.S_IFDIR:
-			return d.fs.probe(p, st).ok
+			pr, err := d.fs.probe(p, st)
+			if err != nil && *transient == nil {
+				*transient = err
+			}
+			return pr.ok
 		}
-		return false // a symlink named x.blp stays a symlink
+		return false // a symlink named x.blp stays a symlink; a FIFO is never read
 	}}
 }
 
@@ -53,14 +61,19 @@ func (d *dirNode) diskEntryAt(dir, name string, st *syscall.Stat_t) diskEntry {
 func (d *dirNode) resolve(name string) (*entry, syscall.Errno) {
 	dir := d.path()
 	var ents []diskEntry
+	var transient error
 	for _, c := range diskCandidates(name) {
 		var st syscall.Stat_t
 		if err := syscall.Lstat(filepath.Join(dir, c), &st); err != nil {
 			continue
 		}
-		ents = append(ents, d.diskEntryAt(dir, c, &st))
+		ents = append(ents, d.diskEntryAt(dir, c, &st, &transient))
 	}
-	for _, e := range mapNames(ents) {
+	mapped := mapNames(ents)
+	if transient != nil {
+		return nil, errnoOf(transient)
+	}
+	for _, e := range mapped {
 		if e.view == name {
 			return &e, 0
 		}
@@ -82,7 +95,10 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if err := syscall.Lstat(p, &st); err != nil {
 		return nil, gofs.ToErrno(err)
 	}
-	pr := d.fs.probe(p, &st)
+	pr, err := d.fs.probe(p, &st)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
 	if !pr.ok {
 		return d.LoopbackNode.Lookup(ctx, e.disk, out)
 	}
@@ -111,9 +127,9 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 // OpendirHandle lists the directory with mapped names.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	dir := d.path()
-	f, err := os.Open(dir)
+	f, err := pack.OpenSourceDir(dir)
 	if err != nil {
-		return nil, 0, gofs.ToErrno(err)
+		return nil, 0, gofs.ToErrno(unwrapErrno(err))
 	}
 	names, err := f.Readdirnames(-1)
 	f.Close()
@@ -121,6 +137,7 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHan
 		return nil, 0, gofs.ToErrno(err)
 	}
 	var ents []diskEntry
+	var transient error
 	stats := map[string]*syscall.Stat_t{}
 	for _, name := range names {
 		st := new(syscall.Stat_t)
@@ -128,10 +145,14 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHan
 			continue // vanished meanwhile
 		}
 		stats[name] = st
-		ents = append(ents, d.diskEntryAt(dir, name, st))
+		ents = append(ents, d.diskEntryAt(dir, name, st, &transient))
+	}
+	mapped := mapNames(ents)
+	if transient != nil {
+		return nil, 0, errnoOf(transient)
 	}
 	list := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
-	for _, e := range mapNames(ents) {
+	for _, e := range mapped {
 		st := stats[e.disk]
 		mode, ino := st.Mode&syscall.S_IFMT, d.fs.idFromStat(st).Ino
 		if e.compressed {
@@ -417,4 +438,38 @@ func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name stri
 		return d.Lookup(ctx, name, out)
 	}
 	return d.LoopbackNode.Link(ctx, target, name, out)
+}
+
+var _ = (gofs.NodeOpener)((*plainNode)(nil))
+
+// Open opens a passed-through file as the loopback does, but never
+// blocks on what is not a regular file: the kernel sends OPEN only for
+// what it saw as a regular file, and the entry may have been replaced by
+// a FIFO since. The file is opened with O_NONBLOCK|O_NOFOLLOW, checked
+// with fstat, and O_NONBLOCK is then cleared unless the caller asked
+// for it.
+func (n *plainNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	fh, fl, errno := n.LoopbackNode.Open(ctx, flags|syscall.O_NONBLOCK|syscall.O_NOFOLLOW)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	lf, ok := fh.(*gofs.LoopbackFile)
+	if !ok {
+		return fh, fl, 0
+	}
+	fd, _ := lf.PassthroughFd()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		lf.Release(ctx)
+		if err != nil {
+			return nil, 0, gofs.ToErrno(err)
+		}
+		return nil, 0, syscall.EIO
+	}
+	if flags&syscall.O_NONBLOCK == 0 {
+		if cur, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFL, cur&^unix.O_NONBLOCK)
+		}
+	}
+	return fh, fl, 0
 }

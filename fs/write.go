@@ -52,7 +52,7 @@ type tempFile struct {
 
 // tempFile creates a temp file of kind ("stage", "tmp") in dir.
 func (f *FS) tempFile(dir, kind string) (*tempFile, error) {
-	d, err := os.Open(dir)
+	d, err := pack.OpenSourceDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (t *tempFile) renameOver(path string) error {
 
 // removeIfStale removes a temp file that no live process holds locked.
 func removeIfStale(p string) bool {
-	t, err := os.Open(p)
+	t, _, err := pack.OpenSource(p, false) // a FIFO named like a temp file must not block
 	if err != nil {
 		return false
 	}
@@ -107,7 +107,7 @@ func removeIfStale(p string) bool {
 
 // syncDir makes a rename in dir durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
+	d, err := pack.OpenSourceDir(dir)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
@@ -90,12 +89,15 @@ func SniffDir(dir string) *Format {
 
 // OpenPath opens a container file or directory (a sparse frame). The
 // returned closer releases the file; the container must not be used after.
+// A symlink is not followed, and a FIFO, socket or device is refused
+// (ErrNotRegular) without being read: see OpenSource.
 func OpenPath(path string, cache BlockCache) (Container, io.Closer, error) {
-	st, err := os.Stat(path)
+	file, st, err := OpenSource(path, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	if st.IsDir() {
+		file.Close()
 		f := SniffDir(path)
 		if f == nil {
 			return nil, nil, fmt.Errorf("%s: %w (directory)", path, ErrUnknownFormat)
@@ -109,10 +111,6 @@ func OpenPath(path string, cache BlockCache) (Container, io.Closer, error) {
 			closer = io.NopCloser(nil)
 		}
 		return c, closer, nil
-	}
-	file, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
 	}
 	c, err := Open(file, st.Size(), path, cache)
 	if err != nil {

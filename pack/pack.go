@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -139,19 +140,87 @@ type ChunkReader struct {
 	id    uint64
 	name  string
 
-	mu     sync.Mutex
-	chunks *simplelru.LRU[int, *chunkSlot] // parsed chunks, the most recently used
+	maxBlock int // largest decoded block, in bytes
+
+	mu        sync.Mutex
+	chunks    *simplelru.LRU[int, *chunkSlot] // parsed chunks, the most recently used
+	parsed    *parsedBytes                    // their memory, charged to the cache
+	maxParsed int64                           // bound on parsed.n
+	charger   Charger                         // nil: the cache takes no charges
+	adding    int                             // the chunk being added: not evicted for room
 }
 
+// parsedBytes is the memory a reader's parsed chunks hold; it is given
+// back to the cache when the reader is collected.
+type parsedBytes struct{ n int64 }
+
 type chunkSlot struct {
-	once sync.Once
-	done atomic.Bool // set after once ran: skips building its closure
-	c    *blosc.Chunk
-	err  error
+	once  sync.Once
+	done  atomic.Bool // set after once ran: skips building its closure
+	c     *blosc.Chunk
+	err   error
+	bytes int64 // memory charged for c (guarded by the reader's mu)
 }
 
 // maxParsedChunks bounds the number of parsed chunk headers kept.
 const maxParsedChunks = 4096
+
+// Memory bounds that a file's claims cannot move.
+const (
+	// DefaultMaxBlock is the largest decoded block a container reads
+	// when its cache sets no bound (see MaxBlocker): a larger block is
+	// refused with ErrUnsupported rather than allocated.
+	DefaultMaxBlock = 64 << 20
+	// minMaxBlock is the least bound a cache may set: blocks that
+	// c-blosc picks itself are smaller.
+	minMaxBlock = 4 << 20
+	// maxBatch bounds the block pieces one ReadAt plans at a time, so
+	// that a read across millions of tiny chunks does not build a list
+	// of millions of pieces.
+	maxBatch = 1024
+	// defaultParsedBytes bounds the memory of the parsed chunks (block
+	// starts, dictionaries) one reader keeps when its cache sets no
+	// budget.
+	defaultParsedBytes = 16 << 20
+)
+
+// MaxMetaLayer bounds the decoded size of one metadata layer (a frame's
+// vlmetalayer, a Bloscpack file's metadata): metadata is decoded only
+// when asked for, and a layer that would decode to more is an error
+// naming the file (ErrUnsupported). Set it before opening files to read
+// larger metadata.
+var MaxMetaLayer int64 = 16 << 20
+
+// InfoMetaMax bounds what Info decodes of metadata: a layer that decodes
+// to more is left out of Info.Meta (it can still be read on its own), and
+// so are layers once their total passes InfoMetaTotal.
+const (
+	InfoMetaMax   = 64 << 10
+	InfoMetaTotal = 1 << 20
+)
+
+// MaxBlocker is implemented by caches that bound the size of one decoded
+// block: a ChunkReader refuses larger blocks (ErrUnsupported, naming the
+// file, chunk and block) instead of allocating them. *cache.Cache sets an
+// eighth of its size, at most 64 MiB.
+type MaxBlocker interface {
+	MaxBlock() int
+}
+
+// Charger is implemented by caches that take other memory into their
+// byte budget: a ChunkReader charges the parsed chunks it keeps (n > 0)
+// and gives the charge back when it drops them (n < 0).
+type Charger interface {
+	Charge(n int64)
+}
+
+// maxBlockOf returns the block bound for cache.
+func maxBlockOf(cache BlockCache) int {
+	if m, ok := cache.(MaxBlocker); ok {
+		return max(min(m.MaxBlock(), DefaultMaxBlock), minMaxBlock)
+	}
+	return DefaultMaxBlock
+}
 
 // DefaultCacheSize is the size of the private cache a container gets when
 // it is opened with a nil BlockCache.
@@ -164,8 +233,54 @@ func NewChunkReader(name string, src ChunkSource, cache BlockCache) *ChunkReader
 	if cache == nil {
 		cache = bcache.New[BlockKey](DefaultCacheSize)
 	}
-	chunks, _ := simplelru.NewLRU[int, *chunkSlot](maxParsedChunks, nil)
-	return &ChunkReader{src: src, cache: cache, id: NewContainerID(), name: name, chunks: chunks}
+	r := &ChunkReader{src: src, cache: cache, id: NewContainerID(), name: name, maxBlock: maxBlockOf(cache),
+		parsed: &parsedBytes{}, maxParsed: defaultParsedBytes, adding: -1}
+	if c, ok := cache.(Charger); ok {
+		r.charger = c
+		if m, ok := cache.(interface{ MaxBytes() int64 }); ok {
+			r.maxParsed = max(m.MaxBytes()/4, 1<<20)
+		}
+		// Whatever the reader still holds when it is dropped goes back
+		// to the cache's budget.
+		runtime.AddCleanup(r, func(p *parsedBytes) { c.Charge(-p.n) }, r.parsed)
+	}
+	r.chunks, _ = simplelru.NewLRU[int, *chunkSlot](maxParsedChunks, func(_ int, s *chunkSlot) {
+		r.uncharge(s)
+	})
+	return r
+}
+
+// chargeLocked records the memory of a parsed chunk (r.mu held) and drops
+// the least recently used others while the reader holds more than its
+// bound.
+func (r *ChunkReader) chargeLocked(s *chunkSlot) {
+	if s.c == nil {
+		return
+	}
+	s.bytes = s.c.MemSize()
+	r.parsed.n += s.bytes
+	if r.charger != nil {
+		r.charger.Charge(s.bytes)
+	}
+	for r.parsed.n > r.maxParsed && r.chunks.Len() > 1 {
+		k, _, ok := r.chunks.GetOldest()
+		if !ok || k == r.adding {
+			break
+		}
+		r.chunks.RemoveOldest()
+	}
+}
+
+// uncharge gives back the memory of a dropped parsed chunk (r.mu held).
+func (r *ChunkReader) uncharge(s *chunkSlot) {
+	if s.bytes == 0 {
+		return
+	}
+	r.parsed.n -= s.bytes
+	if r.charger != nil {
+		r.charger.Charge(-s.bytes)
+	}
+	s.bytes = 0
 }
 
 // Size returns the plain size.
@@ -187,9 +302,38 @@ func (r *ChunkReader) Chunk(i int) (*blosc.Chunk, error) {
 				s.err = fmt.Errorf("%s: chunk %d: %w", r.name, i, s.err)
 			}
 			s.done.Store(true)
+			r.mu.Lock()
+			if cur, ok := r.chunks.Peek(i); ok && cur == s {
+				r.adding = i
+				r.chargeLocked(s)
+				r.adding = -1
+			}
+			r.mu.Unlock()
 		})
 	}
+	if s.err != nil && Transient(s.err) {
+		// Not a fact about the chunk: try again next time.
+		r.mu.Lock()
+		if cur, ok := r.chunks.Peek(i); ok && cur == s {
+			r.chunks.Remove(i)
+		}
+		r.mu.Unlock()
+	}
 	return s.c, s.err
+}
+
+// ChunkSpecial reports whether chunk i is a special chunk (zeros, NaN,
+// uninitialised, a repeated value): nothing stored to decode. A chunk
+// that does not parse is not special.
+func (r *ChunkReader) ChunkSpecial(i int) bool {
+	c, err := r.Chunk(i)
+	return err == nil && c.Special() != blosc.SpecialNone
+}
+
+// CheckChunk parses chunk i, checking its header, without decoding it.
+func (r *ChunkReader) CheckChunk(i int) error {
+	_, err := r.Chunk(i)
+	return err
 }
 
 // chunkAt returns the chunk holding plain offset off (0 ≤ off < Size).
@@ -225,12 +369,25 @@ func (r *ChunkReader) block(i int, c *blosc.Chunk, b int) (*bcache.Ref, error) {
 			defer r0.Release()
 			ref0 = r0.Bytes()
 		}
+		if err := r.checkBlock(i, c, b); err != nil {
+			return nil, err
+		}
 		out := r.cache.Alloc(c.BlockLen(b))
 		if err := c.DecodeBlockRef(out, b, ref0); err != nil {
 			return nil, fmt.Errorf("%s: chunk %d: %w", r.name, i, err)
 		}
 		return out, nil
 	})
+}
+
+// checkBlock refuses to decode a block larger than the reader's bound:
+// its size comes from the file, and decoding it would allocate it whole
+// (for every READ, if it does not fit the cache).
+func (r *ChunkReader) checkBlock(i int, c *blosc.Chunk, b int) error {
+	if n := c.BlockLen(b); n > r.maxBlock || (b > 0 && c.NeedsBlock0() && c.BlockLen(0) > r.maxBlock) {
+		return fmt.Errorf("%s: chunk %d: block %d: %w: a decoded block of %d bytes exceeds the %d-byte limit (raise the cache size)", r.name, i, b, ErrUnsupported, max(n, c.BlockLen(0)), r.maxBlock)
+	}
+	return nil
 }
 
 // Streamer is implemented by containers that serve sequential readers
@@ -289,11 +446,17 @@ func (r *ChunkReader) Prefetch(off, n int64, reader func() int64) error {
 		return nil
 	}
 	n = min(n, size-off)
-	pieces, err := r.split(nil, off, n, nil)
-	if err != nil {
-		return err
+	for n > 0 {
+		pieces, done, err := r.split(nil, off, n, nil)
+		if err != nil {
+			return err
+		}
+		if err := r.fill(pieces, readWarm, reader); err != nil {
+			return err
+		}
+		off, n = off+done, n-done
 	}
-	return r.fill(pieces, readWarm, reader)
+	return nil
 }
 
 func (r *ChunkReader) read(p []byte, off int64, mode readMode) (int, error) {
@@ -312,12 +475,15 @@ func (r *ChunkReader) read(p []byte, off int64, mode readMode) (int, error) {
 		p = p[:size-off]
 	}
 	var small [17]piece // a 1 MiB READ over 64 KiB blocks: no allocation
-	pieces, err := r.split(small[:0], off, int64(len(p)), p)
-	if err != nil {
-		return 0, err
-	}
-	if err := r.fill(pieces, mode, nil); err != nil {
-		return 0, err
+	for pos := int64(0); pos < int64(len(p)); {
+		pieces, done, err := r.split(small[:0], off+pos, int64(len(p))-pos, p[pos:])
+		if err != nil {
+			return 0, err
+		}
+		if err := r.fill(pieces, mode, nil); err != nil {
+			return 0, err
+		}
+		pos += done
 	}
 	if len(p) < want {
 		return len(p), io.EOF
@@ -326,25 +492,27 @@ func (r *ChunkReader) read(p []byte, off int64, mode readMode) (int, error) {
 }
 
 // split appends to pieces the block pieces of [off, off+n), which lies
-// inside the plain size; p, when not nil, is where the n bytes go.
-func (r *ChunkReader) split(pieces []piece, off, n int64, p []byte) ([]piece, error) {
+// inside the plain size, up to maxBatch of them, and returns how many
+// bytes they cover; p, when not nil, is where the n bytes go.
+func (r *ChunkReader) split(pieces []piece, off, n int64, p []byte) ([]piece, int64, error) {
 	pos := off
-	for done := int64(0); done < n; {
+	done := int64(0)
+	for start := len(pieces); done < n && len(pieces)-start < maxBatch; {
 		i := r.chunkAt(pos)
 		c, err := r.Chunk(i)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		cstart := r.src.ChunkOffset(i)
 		if int64(c.Nbytes) != r.src.ChunkOffset(i+1)-cstart {
-			return nil, fmt.Errorf("%s: chunk %d: %w: header says %d bytes, index %d", r.name, i, ErrFormat, c.Nbytes, r.src.ChunkOffset(i+1)-cstart)
+			return nil, 0, fmt.Errorf("%s: chunk %d: %w: header says %d bytes, index %d", r.name, i, ErrFormat, c.Nbytes, r.src.ChunkOffset(i+1)-cstart)
 		}
 		in := pos - cstart
 		b := c.BlockAt(in)
 		from := int(in - c.BlockOffset(b))
 		k := int(min(int64(c.BlockLen(b)-from), n-done))
 		if k <= 0 {
-			return nil, fmt.Errorf("%s: chunk %d: %w: no block holds offset %d", r.name, i, ErrFormat, in)
+			return nil, 0, fmt.Errorf("%s: chunk %d: %w: no block holds offset %d", r.name, i, ErrFormat, in)
 		}
 		pc := piece{chunk: i, block: b, c: c, from: from, n: k}
 		if p != nil {
@@ -354,7 +522,7 @@ func (r *ChunkReader) split(pieces []piece, off, n int64, p []byte) ([]piece, er
 		done += int64(k)
 		pos += int64(k)
 	}
-	return pieces, nil
+	return pieces, done, nil
 }
 
 // deliver copies a piece out of its pinned block and releases the block;
@@ -380,6 +548,9 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 	}
 	if _, none := r.cache.(NoCache); none && mode != readWarm && pc.from == 0 && pc.n == pc.c.BlockLen(pc.block) &&
 		(pc.block == 0 || !pc.c.NeedsBlock0()) {
+		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+			return err
+		}
 		if err := pc.c.DecodeBlockRef(pc.dst, pc.block, nil); err != nil {
 			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
 		}

@@ -81,20 +81,24 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 		copy   int
 		off, n int64
 	}
-	var jobs []job
+	// Jobs are made as they are needed: a file claiming petabytes must
+	// not get a list of millions of them up front.
 	oldN := old.NumChunks()
-	for off, i := int64(0), 0; off < size; off, i = off+cs, i+1 {
+	njobs := int((size + cs - 1) / cs)
+	jobAt := func(i int) job {
+		off := int64(i) * cs
 		n := min(cs, size-off)
 		j := job{copy: -1, off: off, n: n}
 		if i < oldN && old.ChunkOffset(i) == off && old.ChunkOffset(i+1) == off+n && !touches(dirty, off, n) {
 			j.copy = i
 		}
-		jobs = append(jobs, j)
+		return j
 	}
 	ps, parallel := sink.(ParallelSink)
 	if !parallel {
 		buf := make([]byte, cs)
-		for _, j := range jobs {
+		for i := 0; i < njobs; i++ {
+			j := jobAt(i)
 			if j.copy >= 0 {
 				if err := sink.CopyChunk(j.copy); err != nil {
 					return err
@@ -111,8 +115,8 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 		}
 		return sink.Close()
 	}
-	err = ordered.Run(len(jobs), func(k int) ([]byte, error) {
-		j := jobs[k]
+	err = ordered.Run(njobs, func(k int) ([]byte, error) {
+		j := jobAt(k)
 		if j.copy >= 0 {
 			return nil, nil
 		}
@@ -122,10 +126,11 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 		}
 		return ps.Compress(b)
 	}, func(k int, chunk []byte) error {
-		if j := jobs[k]; j.copy >= 0 {
+		j := jobAt(k)
+		if j.copy >= 0 {
 			return sink.CopyChunk(j.copy)
 		}
-		return ps.AddCompressed(chunk, int(jobs[k].n))
+		return ps.AddCompressed(chunk, int(j.n))
 	})
 	if err != nil {
 		return err

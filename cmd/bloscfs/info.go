@@ -74,7 +74,7 @@ type errorRecord struct {
 }
 
 func describe(path string) (*infoRecord, error) {
-	v, err := all.OpenView(path, pack.NoCache{})
+	v, err := all.OpenView(followArg(path), pack.NoCache{})
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +291,7 @@ type verifyRecord struct {
 func verifyOne(path string, stderr io.Writer) verifyRecord {
 	rec := verifyRecord{Path: path}
 	// The container's own bytes, not the .npy view: every chunk once.
-	c, closer, err := pack.OpenPath(path, pack.NoCache{})
+	c, closer, err := pack.OpenPath(followArg(path), pack.NoCache{})
 	if err != nil {
 		rec.Error = oneLine(err)
 		return rec
@@ -300,7 +300,7 @@ func verifyOne(path string, stderr io.Writer) verifyRecord {
 	rec.Format, rec.Size = c.Info().Format, c.Size()
 	v := all.ContainerView(c)
 	pb := newBar(stderr, v.Size, "verify "+filepath.Base(path))
-	if _, err := v.WriteToProgress(io.Discard, pb.Add); err != nil {
+	if err := v.Verify(pb.Add); err != nil {
 		rec.Error = oneLine(err)
 		return rec
 	}
@@ -315,7 +315,7 @@ func isContainer(path string) bool {
 	if _, ok := all.PlainName(filepath.Base(path)); ok {
 		return true // a damaged header must be reported, not skipped
 	}
-	f, err := os.Open(path)
+	f, _, err := pack.OpenSource(path, false) // a FIFO must not block the walk
 	if err != nil {
 		return true // report the error
 	}

@@ -147,21 +147,20 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 
 	start := time.Now()
 	var src *os.File
+	var st os.FileInfo
 	if in == "-" {
 		if src, err = spoolStdin(out); err != nil {
 			return err
 		}
-	} else if src, err = os.Open(in); err != nil {
+		if st, err = src.Stat(); err != nil {
+			src.Close()
+			return err
+		}
+	} else if src, st, err = pack.OpenSource(followArg(in), false); err != nil {
+		// A FIFO or device is refused at once, without blocking on it.
 		return err
 	}
 	defer src.Close()
-	st, err := src.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file", in)
-	}
 	if name := containerName(src, in); name != "" && !*force {
 		return fmt.Errorf("%s is already a %s: packing it would compress compressed bytes (unpack it first, or use -f)", in, name)
 	}

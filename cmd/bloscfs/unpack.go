@@ -42,10 +42,10 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	}
 	// Whole chunks are read once each: no cache, blocks decode in place.
 	// A .b2nd's C-order view revisits blocks and needs one.
-	v, err := all.OpenView(in, pack.NoCache{})
+	v, err := all.OpenView(followArg(in), pack.NoCache{})
 	if err == nil && v.NPY {
 		v.Close()
-		v, err = all.OpenView(in, newUnpackCache())
+		v, err = all.OpenView(followArg(in), newUnpackCache())
 	}
 	if err != nil {
 		return err

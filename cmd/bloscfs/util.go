@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -87,6 +90,9 @@ func createAtomic(path string, force bool, perm os.FileMode) (*atomicFile, error
 			return nil, fmt.Errorf("%s: already exists (use -f to overwrite)", path)
 		}
 	}
+	interrupts.Do(removeOnInterrupt)
+	tempMu.Lock() // a signal now waits until the name is recorded
+	defer tempMu.Unlock()
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return nil, err
@@ -96,7 +102,38 @@ func createAtomic(path string, force bool, perm os.FileMode) (*atomicFile, error
 		os.Remove(f.Name())
 		return nil, err
 	}
+	temps[f.Name()] = true
 	return &atomicFile{File: f, path: path}, nil
+}
+
+// Temp files being written, removed if the command is interrupted.
+var (
+	interrupts sync.Once
+	tempMu     sync.Mutex
+	temps      = map[string]bool{}
+)
+
+// removeOnInterrupt makes SIGINT and SIGTERM remove the temp files being
+// written and exit with the conventional code (128 + the signal: 130,
+// 143), so that an interrupted pack or unpack leaves nothing behind.
+func removeOnInterrupt() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		tempMu.Lock() // held until exit: no new temp file
+		for name := range temps {
+			os.Remove(name)
+		}
+		os.Exit(128 + int(sig.(syscall.Signal)))
+	}()
+}
+
+// forget drops a temp file from the interrupt list.
+func forget(name string) {
+	tempMu.Lock()
+	delete(temps, name)
+	tempMu.Unlock()
 }
 
 // Commit syncs, closes and renames the file into place.
@@ -111,9 +148,13 @@ func (a *atomicFile) Commit() error {
 	}
 	if err := a.File.Close(); err != nil {
 		os.Remove(a.Name())
+		forget(a.Name())
 		return err
 	}
 	a.done = true
+	tempMu.Lock() // not interrupted between the rename and forgetting the name
+	defer tempMu.Unlock()
+	delete(temps, a.Name())
 	if err := os.Rename(a.Name(), a.path); err != nil {
 		os.Remove(a.Name())
 		return err
@@ -130,5 +171,17 @@ func (a *atomicFile) Abort() {
 	a.File.Close()
 	if !a.inPlace {
 		os.Remove(a.Name())
+		forget(a.Name())
 	}
+}
+
+// followArg resolves a symlink named on the command line: the user chose
+// it. Containers are otherwise opened without following symlinks.
+func followArg(p string) string {
+	if st, err := os.Lstat(p); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+	}
+	return p
 }

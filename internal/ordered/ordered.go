@@ -8,52 +8,88 @@ import (
 
 // Run runs work(i) for i in [0,n) on all cores and hands the results
 // to emit in order. At most 2×GOMAXPROCS results are in flight, which
-// bounds memory. It stops at the first error and returns it.
+// bounds memory; nothing is allocated per job up front, so n may be
+// huge. It stops at the first error and returns it.
 func Run(n int, work func(i int) ([]byte, error), emit func(i int, b []byte) error) error {
+	i := 0
+	return Stream(func() (int, bool) {
+		if i >= n {
+			return 0, false
+		}
+		i++
+		return i - 1, true
+	}, work, emit)
+}
+
+// Stream runs work on the jobs that next hands out, in order, until it
+// reports false, on all cores, and hands each job's result to emit in the
+// order next gave them. next is called from one goroutine at a time and
+// only when a result slot is free: at most 2×GOMAXPROCS jobs are planned
+// or in flight, so the work is planned lazily and memory does not grow
+// with the number of jobs. It stops at the first error and returns it.
+func Stream[J any](next func() (J, bool), work func(J) ([]byte, error), emit func(J, []byte) error) error {
 	workers := runtime.GOMAXPROCS(0)
+	window := 2 * workers
 	type result struct {
+		j   J
 		b   []byte
 		err error
+		end bool // next reported the end: no job at this position
 	}
-	slots := make([]chan result, n) // buffered: a worker never blocks on its result
+	type task struct {
+		seq int
+		j   J
+	}
+	// Result slots, reused in turn: position seq uses slot seq%window,
+	// and a position is handed out only once the one window earlier
+	// has been emitted, so a worker never blocks on its slot.
+	slots := make([]chan result, window)
 	for i := range slots {
 		slots[i] = make(chan result, 1)
 	}
-	next := make(chan int)
+	tasks := make(chan task)
 	stop := make(chan struct{})
-	inflight := make(chan struct{}, 2*workers)
+	inflight := make(chan struct{}, window)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				b, err := work(i)
-				slots[i] <- result{b, err}
+			for t := range tasks {
+				b, err := work(t.j)
+				slots[t.seq%window] <- result{j: t.j, b: b, err: err}
 			}
 		}()
 	}
 	go func() {
-		defer close(next)
-		for i := 0; i < n; i++ {
+		defer close(tasks)
+		for seq := 0; ; seq++ {
 			select {
 			case inflight <- struct{}{}:
 			case <-stop:
 				return
 			}
+			j, ok := next()
+			if !ok {
+				slots[seq%window] <- result{end: true}
+				return
+			}
 			select {
-			case next <- i:
+			case tasks <- task{seq, j}:
 			case <-stop:
 				return
 			}
 		}
 	}()
 	var err error
-	for i := 0; i < n && err == nil; i++ {
-		r := <-slots[i]
+	for seq := 0; err == nil; seq++ {
+		r := <-slots[seq%window]
 		<-inflight
+		if r.end {
+			break
+		}
 		if err = r.err; err == nil {
-			err = emit(i, r.b)
+			err = emit(r.j, r.b)
 		}
 	}
 	close(stop)

@@ -127,34 +127,82 @@ func (v *View) streamer() (pack.Streamer, bool) {
 // (two per core) stays bounded whatever the chunks claim to hold.
 const pieceMax = 8 << 20
 
-// pieces splits the view into read units: whole chunks grouped to about
-// 4 MiB when the view is the container itself (so that no block is
-// decoded twice), a chunk larger than pieceMax in pieceMax parts, and
-// pieceMax parts of other views.
+// unit is one read unit of WriteTo: a range of the view, and whether it
+// lies in special chunks only (zeros, NaN, uninitialised, a repeated
+// value), which a verification need not expand.
+type unit struct {
+	pack.Range
+	special bool
+}
+
+// units returns a generator of the view's read units, in order: whole
+// chunks grouped to about 4 MiB when the view is the container itself
+// (so that no block is decoded twice), a chunk larger than pieceMax in
+// pieceMax parts, and pieceMax parts of other views. It plans lazily:
+// memory does not grow with the number of chunks. With kinds, runs of
+// special chunks are units of their own, marked special.
+func (v *View) units(kinds bool) func() (unit, bool) {
+	var pending []unit // parts of the last group, handed out first
+	pop := func() (unit, bool) {
+		u := pending[0]
+		pending = pending[1:]
+		return u, true
+	}
+	split := func(off, end int64, special bool) {
+		for ; off < end; off += pieceMax {
+			pending = append(pending, unit{pack.Range{Off: off, Len: min(pieceMax, end-off)}, special})
+		}
+	}
+	src, ok := v.Container.(pack.ChunkSource)
+	if !ok || v.NPY {
+		off := int64(0)
+		return func() (unit, bool) {
+			if off >= v.Size {
+				return unit{}, false
+			}
+			u := unit{Range: pack.Range{Off: off, Len: min(pieceMax, v.Size-off)}}
+			off += u.Len
+			return u, true
+		}
+	}
+	isSpecial := func(int) bool { return false }
+	if kinds {
+		if k, ok := v.Container.(interface{ ChunkSpecial(i int) bool }); ok {
+			isSpecial = k.ChunkSpecial
+		}
+	}
+	const target = 4 << 20
+	n, i := src.NumChunks(), 0
+	return func() (unit, bool) {
+		for len(pending) == 0 {
+			if i >= n {
+				return unit{}, false
+			}
+			start, j := src.ChunkOffset(i), i+1
+			if isSpecial(i) {
+				for j < n && isSpecial(j) {
+					j++
+				}
+				pending = append(pending, unit{pack.Range{Off: start, Len: src.ChunkOffset(j) - start}, true})
+			} else {
+				for j < n && src.ChunkOffset(j)-start < target && !isSpecial(j) {
+					j++
+				}
+				split(start, src.ChunkOffset(j), false)
+			}
+			i = j
+		}
+		return pop()
+	}
+}
+
+// pieces returns every read unit of the view (tests).
 func (v *View) pieces() []pack.Range {
 	var out []pack.Range
-	split := func(off, end int64) {
-		for ; off < end; off += pieceMax {
-			out = append(out, pack.Range{Off: off, Len: min(pieceMax, end-off)})
-		}
+	next := v.units(false)
+	for u, ok := next(); ok; u, ok = next() {
+		out = append(out, u.Range)
 	}
-	if src, ok := v.Container.(pack.ChunkSource); ok && !v.NPY {
-		const target = 4 << 20
-		start := int64(0)
-		for i := 1; i <= src.NumChunks(); i++ {
-			end := src.ChunkOffset(i)
-			if end-start >= target || i == src.NumChunks() {
-				if end-start > pieceMax {
-					split(start, end)
-				} else if end > start {
-					out = append(out, pack.Range{Off: start, Len: end - start})
-				}
-				start = end
-			}
-		}
-		return out
-	}
-	split(0, v.Size)
 	return out
 }
 
@@ -164,20 +212,23 @@ func (v *View) WriteTo(w io.Writer) (int64, error) { return v.WriteToProgress(w,
 
 // WriteToProgress is WriteTo with a progress callback.
 func (v *View) WriteToProgress(w io.Writer, progress func(n int64)) (int64, error) {
-	ps := v.pieces()
 	var written int64
-	err := ordered.Run(len(ps), func(i int) ([]byte, error) {
-		b := make([]byte, ps[i].Len)
-		n, err := v.ReadAt(b, ps[i].Off)
+	err := ordered.Stream(v.units(false), func(u unit) ([]byte, error) {
+		bp := bufs.Get().(*[]byte)
+		b := (*bp)[:u.Len]
+		n, err := v.ReadAt(b, u.Off)
 		if n == len(b) {
 			return b, nil
 		}
+		bufs.Put(bp)
 		if err == nil || err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, err
-	}, func(i int, b []byte) error {
+	}, func(u unit, b []byte) error {
 		n, err := w.Write(b)
+		b = b[:cap(b)]
+		bufs.Put(&b)
 		written += int64(n)
 		if progress != nil {
 			progress(int64(n))
@@ -185,4 +236,75 @@ func (v *View) WriteToProgress(w io.Writer, progress func(n int64)) (int64, erro
 		return err
 	})
 	return written, err
+}
+
+// bufs holds the read buffers of WriteTo (pieceMax bytes each), so that
+// streaming a large file reuses a few instead of allocating one per piece.
+var bufs = sync.Pool{New: func() any { b := make([]byte, pieceMax); return &b }}
+
+// Verify decodes the whole view, checking what can be checked (stream
+// structure, Bloscpack checksums), and reports progress as WriteTo does.
+// Special chunks (zeros, NaN, uninitialised, a repeated value) have
+// nothing stored to check beyond their header, which opening them
+// checked: they are not expanded, so a frame claiming petabytes of zeros
+// verifies at once.
+func (v *View) Verify(progress func(n int64)) error {
+	return ordered.Stream(v.units(true), func(u unit) ([]byte, error) {
+		if u.special {
+			return nil, v.checkSpecial(u.Range)
+		}
+		bp := bufs.Get().(*[]byte)
+		defer bufs.Put(bp)
+		b := (*bp)[:u.Len]
+		n, err := v.ReadAt(b, u.Off)
+		if n == len(b) {
+			return nil, nil
+		}
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}, func(u unit, _ []byte) error {
+		if progress != nil {
+			progress(u.Len)
+		}
+		return nil
+	})
+}
+
+// checkSpecial opens the chunks of a range of special chunks (their
+// headers are checked as they are parsed) without decoding them.
+func (v *View) checkSpecial(r pack.Range) error {
+	c, ok := v.Container.(interface {
+		pack.ChunkSource
+		CheckChunk(i int) error
+	})
+	if !ok {
+		return nil
+	}
+	// The first and last chunk of the range: special chunks in a run
+	// share their kind and parameters, and the index was checked whole
+	// when the container was opened.
+	lo, hi := chunkAt(c, r.Off), chunkAt(c, r.Off+r.Len-1)
+	if err := c.CheckChunk(lo); err != nil {
+		return err
+	}
+	if hi != lo {
+		return c.CheckChunk(hi)
+	}
+	return nil
+}
+
+// chunkAt returns the chunk of src holding plain offset off.
+func chunkAt(src pack.ChunkSource, off int64) int {
+	lo, hi := 0, src.NumChunks()-1
+	for lo < hi {
+		mid := int(uint(lo+hi+1) >> 1)
+		if src.ChunkOffset(mid) <= off {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }

@@ -113,10 +113,11 @@ type MetaHeader struct {
 type File struct {
 	*pack.ChunkReader
 	Header Header
-	// Meta is the metadata section's header, and Metadata its (JSON)
-	// content, decompressed; nil when the file has none.
-	Meta     *MetaHeader
-	Metadata []byte
+	// Meta is the metadata section's header; nil when the file has none.
+	// Metadata decodes its content.
+	Meta *MetaHeader
+
+	metaPos int64 // where the stored metadata starts
 
 	r          io.ReaderAt
 	size       int64
@@ -362,24 +363,42 @@ func (f *File) parseMeta(pos int64) (int64, error) {
 			return 0, errf(f.name, pack.ErrChecksum, "metadata %s is %x, stored %x", Checksums[m.Checksum].Name, got, want)
 		}
 	}
-	switch m.Codec {
-	case 0:
-		f.Metadata = stored
-	case 1:
-		zr, err := zlib.NewReader(bytes.NewReader(stored))
-		if err != nil {
-			return 0, errf(f.name, pack.ErrFormat, "metadata zlib: %v", err)
-		}
-		plain, err := io.ReadAll(io.LimitReader(zr, m.Size+1))
-		if err != nil || int64(len(plain)) != m.Size {
-			return 0, errf(f.name, pack.ErrFormat, "metadata zlib: %d bytes (want %d): %v", len(plain), m.Size, err)
-		}
-		f.Metadata = plain
-	default:
+	if m.Codec != 0 && m.Codec != 1 {
 		return 0, errf(f.name, pack.ErrUnsupported, "metadata codec %d", m.Codec)
 	}
+	f.metaPos = pos + metaHeaderLen
 	f.Meta = m
 	return m.sectionBytes, nil
+}
+
+// Metadata returns the metadata section's (JSON) content, decompressed,
+// or nil when the file has none. It is decoded at each call, not kept:
+// a few kilobytes of zlib can claim 64 MiB. Content larger than
+// pack.MaxMetaLayer is an error naming the file.
+func (f *File) Metadata() ([]byte, error) {
+	m := f.Meta
+	if m == nil {
+		return nil, nil
+	}
+	if m.Size > pack.MaxMetaLayer {
+		return nil, errf(f.name, pack.ErrUnsupported, "metadata of %d bytes exceeds the %d-byte limit", m.Size, pack.MaxMetaLayer)
+	}
+	stored := make([]byte, m.CompSize)
+	if err := f.readAt(stored, f.metaPos, "metadata"); err != nil {
+		return nil, err
+	}
+	if m.Codec == 0 {
+		return stored, nil
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(stored))
+	if err != nil {
+		return nil, errf(f.name, pack.ErrFormat, "metadata zlib: %v", err)
+	}
+	plain, err := io.ReadAll(io.LimitReader(zr, m.Size+1))
+	if err != nil || int64(len(plain)) != m.Size {
+		return nil, errf(f.name, pack.ErrFormat, "metadata zlib: %d bytes (want %d): %v", len(plain), m.Size, err)
+	}
+	return plain, nil
 }
 
 // NumChunks returns the number of chunks.
@@ -470,8 +489,10 @@ func (f *File) Info() pack.Info {
 			in.Typesize = int(c.Typesize)
 		}
 	}
-	if f.Metadata != nil {
-		in.Meta = map[string][]byte{"metadata": f.Metadata}
+	if f.Meta != nil && f.Meta.Size <= pack.InfoMetaMax {
+		if md, err := f.Metadata(); err == nil {
+			in.Meta = map[string][]byte{"metadata": md}
+		}
 	}
 	return in
 }

@@ -86,7 +86,7 @@ func TestFixtures(t *testing.T) {
 			if c.Info().Format != "bloscpack" || !bytes.Equal(readAll(t, c, c.Size()), got) {
 				t.Fatal("pack.Open view differs")
 			}
-			if want := fx.Params["metadata"]; want == "1" && f.Metadata == nil {
+			if want := fx.Params["metadata"]; want == "1" && f.Meta == nil {
 				t.Fatal("metadata section not exposed")
 			}
 			in := f.Info()
@@ -244,7 +244,7 @@ func TestWriter(t *testing.T) {
 			if err != nil {
 				t.Fatalf("checksum %d offsets %v: %v", id, !noOff, err)
 			}
-			if !bytes.Equal(readAll(t, f, f.Size()), src) || !bytes.Equal(f.Metadata, p.Metadata) {
+			if !bytes.Equal(readAll(t, f, f.Size()), src) || !bytes.Equal(metadata(t, f), p.Metadata) {
 				t.Fatalf("checksum %d offsets %v: read back differs", id, !noOff)
 			}
 		}
@@ -288,7 +288,7 @@ func TestRewrite(t *testing.T) {
 					t.Fatalf("%s: content differs (%d bytes, want %d)", tc.name, len(got), len(want))
 				}
 				if g.Header.Checksum != f.Header.Checksum || g.Header.Typesize != f.Header.Typesize ||
-					!bytes.Equal(g.Metadata, f.Metadata) || (tc.size > 0 && g.NewChunkSize() != f.NewChunkSize()) {
+					!bytes.Equal(metadata(t, g), metadata(t, f)) || (tc.size > 0 && g.NewChunkSize() != f.NewChunkSize()) {
 					t.Fatalf("%s: parameters changed: %+v → %+v", tc.name, f.Header, g.Header)
 				}
 				// Chunks no patch touched are byte-identical.
@@ -357,4 +357,13 @@ print(h.hexdigest())
 			t.Fatalf("%s: python-blosc decodes our chunks to %s, want %s", blosc.CodecName(codec), out, sha(src))
 		}
 	}
+}
+
+func metadata(t testing.TB, f *File) []byte {
+	t.Helper()
+	b, err := f.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

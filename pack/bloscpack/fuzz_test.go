@@ -34,11 +34,15 @@ func FuzzOpen(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		mem := testutil.StartAlloc()
+		// The target's own: the canaried read buffer and its pattern.
+		defer func() { mem.Check(t, len(b), 64<<10+testutil.CanaryFront+testutil.CanaryBack+1<<20) }()
 		file, err := Open(bytes.NewReader(b), int64(len(b)), "fuzz", pack.NoCache{}, Options{})
 		if err != nil {
 			return
 		}
 		_ = file.Info()
+		_, _ = file.Metadata()
 		if file.Size() > 16<<20 {
 			return
 		}

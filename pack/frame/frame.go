@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
@@ -177,7 +178,7 @@ func init() {
 			return OpenDir(dir, cache)
 		},
 		MatchDir: func(dir string) bool {
-			f, err := os.Open(filepath.Join(dir, IndexFile))
+			f, err := openPart(dir, IndexFile)
 			if err != nil {
 				return false
 			}
@@ -215,8 +216,7 @@ func Open(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (*Frame
 // only while they are read, so the Frame holds no file descriptors.
 func OpenDir(dir string, cache pack.BlockCache) (*Frame, error) {
 	f := &Frame{name: dir, dir: dir, sparse: true}
-	path := filepath.Join(dir, IndexFile)
-	file, err := os.Open(path)
+	file, err := openPart(dir, IndexFile)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
@@ -448,6 +448,12 @@ func (f *Frame) parseIndex(tstart int64) error {
 		}
 		f.uniform = int64(binary.LittleEndian.Uint64(v[:]))
 	default:
+		// The table is held in memory: it may not claim more than the
+		// index chunk's bytes can justify (a special NaN or uninit
+		// "index" of 16M entries is 40 bytes).
+		if limit := 64*int64(ic.Cbytes) + 64<<20; int64(ic.Nbytes) > limit {
+			return f.errf(pack.ErrUnsupported, "index chunk of %d bytes decodes to %d, over the %d-byte limit", ic.Cbytes, ic.Nbytes, limit)
+		}
 		raw := make([]byte, ic.Nbytes)
 		if err := ic.Decode(raw); err != nil {
 			return f.errf(pack.ErrFormat, "index chunk at offset %d: %w", idxStart, err)
@@ -570,23 +576,32 @@ func (f *Frame) checkIndex() error {
 
 // chunkPath returns the file of a sparse frame's chunk id.
 func (f *Frame) chunkPath(id int64) string {
-	return filepath.Join(f.dir, fmt.Sprintf("%08X.chunk", id))
+	return filepath.Join(f.dir, chunkName(id))
 }
+
+// chunkName returns the file name of a sparse frame's chunk id: hex
+// digits only, so never a path.
+func chunkName(id int64) string { return fmt.Sprintf("%08X.chunk", id) }
 
 // storedChunk returns a reader over stored chunk i and the number of bytes
 // available to it (the rest of the chunks section, or the chunk file).
 func (f *Frame) storedChunk(i int) (io.ReaderAt, int64, error) {
 	v := f.entry(i)
 	if f.sparse {
-		path := f.chunkPath(v)
-		st, err := os.Stat(path)
+		name := chunkName(v)
+		file, err := openPart(f.dir, name)
 		if err != nil {
+			if pack.Transient(err) {
+				return nil, 0, fmt.Errorf("%s: chunk %d: %w", f.name, i, err)
+			}
 			return nil, 0, f.errf(pack.ErrFormat, "chunk %d: %w", i, err)
 		}
-		if !st.Mode().IsRegular() {
-			return nil, 0, f.errf(pack.ErrFormat, "chunk %d: %s is not a regular file", i, path)
+		st, err := file.Stat()
+		file.Close()
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: chunk %d: %w", f.name, i, err)
 		}
-		return fileAt(path), st.Size(), nil
+		return fileAt{f.dir, name}, st.Size(), nil
 	}
 	pos := f.hdr.headerLen + v
 	avail := f.hdr.headerLen + f.hdr.cbytes - pos
@@ -614,12 +629,33 @@ func (f *Frame) chunkHeader(i int) (blosc.Header, error) {
 	return h, nil
 }
 
-// fileAt is an io.ReaderAt over a file that is opened for each read, so
-// that a sparse frame holds no descriptors.
-type fileAt string
+// openPart opens a part (the index or a chunk file) of the sparse frame
+// in dir. A part must be a regular file in the directory itself: neither
+// the directory nor the part may be a symlink, and the name holds no
+// slash. The daemon runs as root, and a user who can write the directory
+// (through an allow_other mount, say) must not make it read, with its
+// rights, a file the user may not read. A FIFO, socket or device is
+// refused without being read (pack.ErrNotRegular).
+func openPart(dir, name string) (*os.File, error) {
+	if strings.ContainsRune(name, '/') || name == ".." || name == "." {
+		return nil, fmt.Errorf("%s: %w: part name %q", dir, pack.ErrFormat, name)
+	}
+	d, err := pack.OpenSourceDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	file, _, err := pack.OpenSourceAt(d, name, filepath.Join(dir, name))
+	return file, err
+}
+
+// fileAt is an io.ReaderAt over a part of a sparse frame that is opened
+// (as openPart does) for each read, so that a sparse frame holds no
+// descriptors.
+type fileAt struct{ dir, name string }
 
 func (p fileAt) ReadAt(b []byte, off int64) (int, error) {
-	file, err := os.Open(string(p))
+	file, err := openPart(p.dir, p.name)
 	if err != nil {
 		return 0, err
 	}
@@ -641,6 +677,18 @@ func (f *Frame) ChunkOffset(i int) int64 {
 
 // chunkLen returns the plain size of chunk i.
 func (f *Frame) chunkLen(i int) int64 { return f.ChunkOffset(i+1) - f.ChunkOffset(i) }
+
+// ChunkSpecial reports whether chunk i is a special chunk (an index entry
+// that says so, or a stored special chunk): it has nothing to decode.
+func (f *Frame) ChunkSpecial(i int) bool {
+	if i >= 0 && i < f.n && f.entry(i) < 0 {
+		return true
+	}
+	return f.cr.ChunkSpecial(i)
+}
+
+// CheckChunk parses chunk i without decoding it.
+func (f *Frame) CheckChunk(i int) error { return f.cr.CheckChunk(i) }
 
 // OpenChunk parses chunk i. Special chunks (no stored bytes) get a
 // synthesized 32-byte special chunk, so that the ChunkReader serves them
@@ -783,7 +831,11 @@ var ErrNoMeta = errors.New("frame: no such metalayer")
 func (f *Frame) VLMeta(name string) ([]byte, error) {
 	for _, m := range f.vlmeta {
 		if m.name == name {
-			return decodeVLMeta(m.value)
+			v, err := decodeVLMeta(m.value, pack.MaxMetaLayer)
+			if err != nil {
+				return nil, fmt.Errorf("%s: vlmetalayer %q: %w", f.name, name, err)
+			}
+			return v, nil
 		}
 	}
 	return nil, fmt.Errorf("%s: %w: %q", f.name, ErrNoMeta, name)
@@ -799,13 +851,14 @@ func (f *Frame) RawVLMeta(name string) ([]byte, bool) {
 	return nil, false
 }
 
-func decodeVLMeta(b []byte) ([]byte, error) {
+// decodeVLMeta decompresses a stored vlmetalayer of at most limit bytes.
+func decodeVLMeta(b []byte, limit int64) ([]byte, error) {
 	h, err := blosc.ParseHeader(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: vlmetalayer: %w", pack.ErrFormat, err)
 	}
-	if h.Nbytes > maxVLMetaValue {
-		return nil, fmt.Errorf("%w: vlmetalayer of %d bytes exceeds the %d-byte limit", pack.ErrUnsupported, h.Nbytes, maxVLMetaValue)
+	if limit = min(limit, maxVLMetaValue); int64(h.Nbytes) > limit {
+		return nil, fmt.Errorf("%w: vlmetalayer of %d bytes exceeds the %d-byte limit", pack.ErrUnsupported, h.Nbytes, limit)
 	}
 	out, err := blosc.Decompress(b)
 	if err != nil {
@@ -841,7 +894,8 @@ func (f *Frame) RawChunk(i int) ([]byte, int, error) {
 }
 
 // Info describes the frame. Meta holds the header metalayers as stored
-// and the vlmetalayers decompressed; a vlmetalayer whose name is also a
+// and the small vlmetalayers decompressed (at most pack.InfoMetaMax
+// bytes each, pack.InfoMetaTotal in all; VLMeta reads the others); a vlmetalayer whose name is also a
 // metalayer's is keyed "vlmeta:"+name, and one that fails to decode is
 // left out.
 func (f *Frame) Info() pack.Info {
@@ -889,11 +943,18 @@ func (f *Frame) makeInfo() {
 	for _, m := range f.meta {
 		in.Meta[m.name] = m.value
 	}
+	// Only small vlmetalayers, up to a small total: a few kilobytes of
+	// file can claim gigabytes of them (read one with VLMeta).
+	var total int64
 	for _, m := range f.vlmeta {
-		v, err := decodeVLMeta(m.value)
+		if total >= pack.InfoMetaTotal {
+			break
+		}
+		v, err := decodeVLMeta(m.value, min(pack.InfoMetaMax, pack.InfoMetaTotal-total))
 		if err != nil {
 			continue
 		}
+		total += int64(len(v))
 		k := m.name
 		if _, dup := in.Meta[k]; dup {
 			k = "vlmeta:" + k

@@ -3,12 +3,14 @@ package frame
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/testutil"
 	"github.com/bloscfs/bloscfs/pack"
 )
@@ -30,19 +32,37 @@ func FuzzOpenFrame(f *testing.F) {
 			}
 		}
 	}
+	// Issue 11: 40 vlmetalayers of 20 MiB each in 2 KB.
+	bomb := Params{Chunk: blosc.DefaultParams(1)}
+	for i := 0; i < 40; i++ {
+		bomb.VLMetalayers = append(bomb.VLMetalayers, Metalayer{Name: fmt.Sprint("m", i), Value: make([]byte, 20<<20)})
+	}
+	m := &memFile{}
+	if w, err := NewWriter(m, bomb); err == nil && w.AddChunk([]byte("hello")) == nil && w.Close() == nil {
+		f.Add(m.b)
+	} else {
+		f.Fatal("writing the vlmetalayer seed failed")
+	}
 	const limit = 16 << 20
 	f.Fuzz(func(t *testing.T, data []byte) {
+		mem := testutil.StartAlloc()
+		var own uint64 // what this target allocates itself
+		defer func() { mem.Check(t, len(data), own) }()
 		fr, err := Open(bytes.NewReader(data), int64(len(data)), "fuzz", nil)
 		if err != nil {
 			return
 		}
 		_ = fr.Info()
-		for _, n := range fr.VLMetaNames() {
+		// A few vlmetalayers: each is bounded (pack.MaxMetaLayer), and
+		// this loop is the target's, not the library's.
+		for _, n := range fr.VLMetaNames()[:min(len(fr.VLMetaNames()), 2)] {
 			_, _ = fr.VLMeta(n)
 		}
 		if fr.Size() > limit {
 			return
 		}
+		// content, the C-order and copy reads, the copy itself.
+		own = 3*uint64(fr.Size()) + 4096 + 4*uint64(len(data)) + 8<<20
 		content := make([]byte, fr.Size())
 		n, rerr := fr.ReadAt(content, 0)
 		if rerr != nil && !(rerr == io.EOF && n == len(content)) {
@@ -54,10 +74,14 @@ func FuzzOpenFrame(f *testing.F) {
 			// Without a cache, the blocks of one read decode in parallel
 			// into windows of the caller's buffer: none may write
 			// outside it.
+			// A second open, and the canaried buffer and its pattern,
+			// are the target's own.
+			again := testutil.StartAlloc()
 			nc, err := Open(bytes.NewReader(data), int64(len(data)), "fuzz", pack.NoCache{})
 			if err != nil {
 				t.Fatalf("opens with a cache, not without: %v", err)
 			}
+			own += again.Allocated() + uint64(nc.Size()) + testutil.CanaryFront + testutil.CanaryBack + 1<<20
 			cn := testutil.NewCanary(int(nc.Size()))
 			n, err := nc.ReadAt(cn.Dst(), 0)
 			if cerr := cn.Check(); cerr != nil {
@@ -75,7 +99,11 @@ func FuzzOpenFrame(f *testing.F) {
 				_, _ = v.ReadAt(make([]byte, min(v.Size(), 4096)), 0)
 			}
 		}
-		// Copy every chunk verbatim into a new frame.
+		// Copy every chunk verbatim into a new frame. The writer keeps an
+		// entry per chunk: only for as many chunks as the input has bytes.
+		if fr.NumChunks() > len(data) {
+			return
+		}
 		m := &memFile{}
 		s, err := fr.NewSink(m, fr.Size())
 		if err != nil {

@@ -571,9 +571,10 @@ func descrItemsize(s string) int {
 }
 
 // NPYDescr returns the NPY 'descr' literal of the array: the dtype string
-// quoted, a structured dtype's list literal as stored, or, when the dtype
-// is absent, not NumPy's, not a valid descr, or disagrees with the item
-// size, raw bytes '|V<itemsize>'.
+// quoted, a structured dtype's list literal rebuilt from its parse (the
+// stored string is data, never copied into the header), or, when the
+// dtype is absent, not NumPy's, not a valid descr, or its item size
+// disagrees with the array's, raw bytes '|V<itemsize>'.
 func (a *Array) NPYDescr() string {
 	raw := fmt.Sprintf("'|V%d'", a.Itemsize)
 	d := a.Dtype
@@ -585,8 +586,14 @@ func (a *Array) NPYDescr() string {
 			return raw
 		}
 	}
-	if strings.HasPrefix(d, "[") && strings.HasSuffix(d, "]") {
-		return d
+	if strings.HasPrefix(d, "[") {
+		n, err := parseStructuredDtype(d)
+		if err != nil || n.itemsize() != int64(a.Itemsize) {
+			return raw
+		}
+		var sb strings.Builder
+		n.literal(&sb)
+		return sb.String()
 	}
 	if n := descrItemsize(d); n == a.Itemsize {
 		return "'" + d + "'"
