@@ -111,7 +111,7 @@ func (f *FS) Stats() Stats {
 // statCache is the block cache as one file sees it: it times the file's
 // decodes and counts them under the file's codec.
 type statCache struct {
-	pack.BlockCache
+	*bcache.Cache[pack.BlockKey]
 	stats *counters
 	codec atomic.Pointer[codecCounter]
 }
@@ -119,14 +119,25 @@ type statCache struct {
 // blockCache returns the cache for a file about to be opened; setCodec
 // names its codec once it is known.
 func (f *FS) blockCache() *statCache {
-	return &statCache{BlockCache: f.cache, stats: &f.stats}
+	return &statCache{Cache: f.cache, stats: &f.stats}
 }
 
 func (c *statCache) setCodec(name string) { c.codec.Store(c.stats.codec(name)) }
 
+// The shared cache's optional interfaces reach the readers through the
+// wrapper, since it embeds the cache itself, not the BlockCache interface
+// (which would hide them, and a reader would fall back to bounds that
+// --cache-size does not set): the largest block a reader may decode, and
+// the parsed chunks charged to the cache's budget.
+var (
+	_ pack.MaxBlocker               = (*statCache)(nil)
+	_ pack.Charger                  = (*statCache)(nil)
+	_ interface{ MaxBytes() int64 } = (*statCache)(nil)
+)
+
 // Acquire times the load of a missing block.
 func (c *statCache) Acquire(key pack.BlockKey, load func() ([]byte, error)) (*bcache.Ref, error) {
-	return c.BlockCache.Acquire(key, func() ([]byte, error) {
+	return c.Cache.Acquire(key, func() ([]byte, error) {
 		t := time.Now()
 		b, err := load()
 		cc := c.codec.Load()
