@@ -3,6 +3,8 @@ package blosc
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
+	"slices"
 )
 
 // SplitMode says when blocks are split into one stream per byte of the
@@ -187,6 +189,60 @@ func (p *Params) computeBlocksize(nbytes int) int {
 // Compress encodes src as one Blosc chunk appended to dst and returns the
 // extended slice. The result is never longer than len(src)+MaxOverhead.
 func Compress(dst, src []byte, p Params) ([]byte, error) {
+	return compress(dst, sliceSource(src), p)
+}
+
+// CompressReaderAt is Compress for the n bytes of r: it reads them one
+// block at a time, so that its memory is a few blocks and the output,
+// not n, whatever n is (a 2 GiB chunk of zeros costs a block of scratch
+// and compresses to a header). It gives the same chunk as Compress.
+func CompressReaderAt(dst []byte, r io.ReaderAt, n int, p Params) ([]byte, error) {
+	return compress(dst, readerSource{r, n}, p)
+}
+
+// A blockSource hands the chunk's plain bytes to compress.
+type blockSource interface {
+	// size is the number of plain bytes.
+	size() int
+	// block returns [off, off+len(buf)), in buf or in memory of its own.
+	block(off int, buf []byte) ([]byte, error)
+	// appendAll appends all plain bytes to dst (a memcpyed chunk).
+	appendAll(dst []byte) ([]byte, error)
+}
+
+type sliceSource []byte
+
+func (s sliceSource) size() int { return len(s) }
+func (s sliceSource) block(off int, buf []byte) ([]byte, error) {
+	return s[off : off+len(buf)], nil
+}
+func (s sliceSource) appendAll(dst []byte) ([]byte, error) { return append(dst, s...), nil }
+
+type readerSource struct {
+	r io.ReaderAt
+	n int
+}
+
+func (s readerSource) size() int { return s.n }
+func (s readerSource) block(off int, buf []byte) ([]byte, error) {
+	if k, err := s.r.ReadAt(buf, int64(off)); k != len(buf) {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("blosc: reading plain bytes [%d,%d): %w", off, off+len(buf), err)
+	}
+	return buf, nil
+}
+func (s readerSource) appendAll(dst []byte) ([]byte, error) {
+	start := len(dst)
+	dst = slices.Grow(dst, s.n)[:start+s.n]
+	if _, err := s.block(0, dst[start:]); err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
+}
+
+func compress(dst []byte, src blockSource, p Params) ([]byte, error) {
 	if err := p.validate(); err != nil {
 		return dst, err
 	}
@@ -194,15 +250,15 @@ func Compress(dst, src []byte, p Params) ([]byte, error) {
 	if p.Blosc1 {
 		maxNbytes = 1<<31 - 1 - MinHeaderLen
 	}
-	if len(src) > maxNbytes {
-		return dst, fmt.Errorf("%w: %d bytes exceed the chunk limit %d", ErrUnsupported, len(src), maxNbytes)
+	if src.size() > maxNbytes {
+		return dst, fmt.Errorf("%w: %d bytes exceed the chunk limit %d", ErrUnsupported, src.size(), maxNbytes)
 	}
 	hdrLen := ExtHeaderLen
 	version := byte(VersionStable)
 	if p.Blosc1 {
 		hdrLen, version = MinHeaderLen, VersionBlosc1
 	}
-	nbytes := len(src)
+	nbytes := src.size()
 	bs := p.computeBlocksize(nbytes)
 	split := p.splitChunk(bs)
 
@@ -239,12 +295,12 @@ func Compress(dst, src []byte, p Params) ([]byte, error) {
 		memMin = 32
 	}
 	if p.Clevel == 0 || nbytes < memMin || nbytes < p.Typesize {
-		return finishMemcpy(dst, start, src, hdrLen), nil
+		return finishMemcpy(dst, start, src, hdrLen)
 	}
 
 	nblocks := (nbytes + bs - 1) / bs
 	if hdrLen+4*nblocks >= nbytes {
-		return finishMemcpy(dst, start, src, hdrLen), nil
+		return finishMemcpy(dst, start, src, hdrLen)
 	}
 	bstartsPos := len(dst)
 	dst = append(dst, make([]byte, 4*nblocks)...)
@@ -257,13 +313,28 @@ func Compress(dst, src []byte, p Params) ([]byte, error) {
 	defer putBuf(tmp)
 	out := getBuf(bs)
 	defer putBuf(out)
+	in := getBuf(bs) // a block read from a reader
+	defer putBuf(in)
+	var raw0 []byte // the raw block 0, which delta refers to
+	if p.hasFilter(FilterDelta) {
+		r0 := getBuf(bs)
+		defer putBuf(r0)
+		b, err := src.block(0, (*r0)[:min(bs, nbytes)])
+		if err != nil {
+			return dst[:start], err
+		}
+		raw0 = b
+	}
 
 	allZero := true
 	for j := 0; j < nblocks; j++ {
 		off := j * bs
 		bsize := min(bs, nbytes-off)
-		block := src[off : off+bsize]
-		filtered := p.filterBlock((*work)[:bsize], (*tmp)[:bsize], block, src[:min(bs, nbytes)], j, version)
+		block, err := src.block(off, (*in)[:bsize])
+		if err != nil {
+			return dst[:start], err
+		}
+		filtered := p.filterBlock((*work)[:bsize], (*tmp)[:bsize], block, raw0, j, version)
 		leftover := j == nblocks-1 && nbytes%bs != 0
 		nstreams := 1
 		if split && !leftover && p.Typesize > 1 {
@@ -285,7 +356,7 @@ func Compress(dst, src []byte, p Params) ([]byte, error) {
 						dst = append(dst, 1)
 					}
 					if len(dst) >= limit {
-						return finishMemcpy(dst[:start+hdrLen], start, src, hdrLen), nil
+						return finishMemcpy(dst[:start+hdrLen], start, src, hdrLen)
 					}
 					continue
 				}
@@ -311,7 +382,7 @@ func Compress(dst, src []byte, p Params) ([]byte, error) {
 				dst = append(dst, (*out)[:n]...)
 			}
 			if len(dst) >= limit {
-				return finishMemcpy(dst[:start+hdrLen], start, src, hdrLen), nil
+				return finishMemcpy(dst[:start+hdrLen], start, src, hdrLen)
 			}
 		}
 	}
@@ -327,11 +398,15 @@ func Compress(dst, src []byte, p Params) ([]byte, error) {
 }
 
 // finishMemcpy turns the header at dst[start:] into a memcpyed chunk.
-func finishMemcpy(dst []byte, start int, src []byte, hdrLen int) []byte {
+func finishMemcpy(dst []byte, start int, src blockSource, hdrLen int) ([]byte, error) {
 	dst = dst[:start+hdrLen]
 	dst[start+2] |= flagMemcpyed
-	binary.LittleEndian.PutUint32(dst[start+12:], uint32(hdrLen+len(src)))
-	return append(dst, src...)
+	binary.LittleEndian.PutUint32(dst[start+12:], uint32(hdrLen+src.size()))
+	out, err := src.appendAll(dst)
+	if err != nil {
+		return dst[:start], err
+	}
+	return out, nil
 }
 
 // runValue reports whether all bytes of b are equal, and which.

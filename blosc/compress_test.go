@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -175,5 +177,57 @@ func TestSpecialZeroEncoding(t *testing.T) {
 	h, _ := ParseHeader(chunk)
 	if len(chunk) != 32 || h.Special() != SpecialZero {
 		t.Fatalf("got %d-byte chunk, header %v", len(chunk), h)
+	}
+}
+
+// zeroReader reads as n zero bytes.
+type zeroReader int64
+
+func (z zeroReader) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(z) {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), int64(z)-off))
+	clear(p[:n])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TestCompressReaderAt checks that compressing from an io.ReaderAt block
+// by block gives the very chunk Compress gives, over random parameters
+// and data, and that a chunk of 2 GiB of zeros costs a few blocks of
+// memory, not 2 GiB.
+func TestCompressReaderAt(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for i := 0; i < 200; i++ {
+		p := randomParams(r)
+		src := testData(r, i, 1+r.IntN(300000))
+		want, werr := Compress(nil, src, p)
+		got, gerr := CompressReaderAt(nil, bytes.NewReader(src), len(src), p)
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("params %+v, %d bytes: CompressReaderAt (%v) differs from Compress (%v)", p, len(src), gerr, werr)
+		}
+	}
+	// A short reader is an error, not a chunk.
+	p := DefaultParams(8)
+	if _, err := CompressReaderAt(nil, bytes.NewReader(make([]byte, 1000)), 5000, p); err == nil {
+		t.Fatal("a reader shorter than n compressed without error")
+	}
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const n = 1<<31 - 1 - ExtHeaderLen
+	c, err := CompressReaderAt(nil, zeroReader(n), n, p)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c) != ExtHeaderLen || c[31]>>4 != SpecialZero {
+		t.Fatalf("2 GiB of zeros compressed to %d bytes, flags %#x; want a special zero chunk", len(c), c[31])
+	}
+	if a := after.TotalAlloc - before.TotalAlloc; a > 64<<20 {
+		t.Fatalf("compressing 2 GiB of zeros from a reader allocated %d MiB", a>>20)
 	}
 }
