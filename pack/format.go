@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/bloscfs/bloscfs/blosc"
 )
@@ -110,7 +111,7 @@ func OpenPath(path string, cache BlockCache) (Container, io.Closer, error) {
 		}
 		return c, closer, nil
 	}
-	file, err := os.Open(path)
+	file, err := openNoAtime(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,6 +121,18 @@ func OpenPath(path string, cache BlockCache) (Container, io.Closer, error) {
 		return nil, nil, err
 	}
 	return c, file, nil
+}
+
+// openNoAtime opens a file for reading without changing its access time
+// (O_NOATIME), so that reading a container does not undo a time its owner
+// set; where the flag is not permitted (a file of another user) it opens
+// the file plainly.
+func openNoAtime(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOATIME, 0)
+	if err != nil && errors.Is(err, syscall.EPERM) {
+		return os.Open(path)
+	}
+	return f, err
 }
 
 // ChunkFile is a bare Blosc chunk stored as a file (.blosc): a container
