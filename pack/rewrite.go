@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
+	"sync"
 
 	"github.com/bloscfs/bloscfs/internal/ordered"
-	"sort"
 )
 
 // Range is a byte range [Off, Off+Len) of plain data.
@@ -57,11 +58,25 @@ type ChunkSizer interface {
 	NewChunkSize() int64
 }
 
+// ZeroRanger is content that can tell, without reading it, that a range
+// holds only zeros (the never-written regions of a sparse stage). Rewrite
+// and the writers of new files compress such chunks once, not once each.
+type ZeroRanger interface {
+	// IsZero reports whether [off, off+n) is known to hold only zeros.
+	IsZero(off, n int64) bool
+}
+
+// rewriteBatch is how many chunks Rewrite plans and has in flight at a
+// time, so that its memory does not grow with the number of chunks.
+const rewriteBatch = 1024
+
 // Rewrite writes to w a new container in the format of old whose plain
 // bytes are content[0:size]. dirty lists the ranges where content differs
 // from old; a chunk of old that no dirty range touches, and whose plain
 // range is the same in the new container, is copied verbatim, the others
-// are read from content and compressed again.
+// are read from content and compressed again. A chunk that content (a
+// ZeroRanger) knows to be zeros is compressed once for all such chunks
+// of its size (a Blosc2 frame records it as a special zero chunk).
 func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, dirty []Range) error {
 	sink, err := old.NewSink(w, size)
 	if err != nil {
@@ -75,26 +90,32 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 	if cs <= 0 {
 		return fmt.Errorf("%w: container has no chunk size for rewriting", ErrUnsupported)
 	}
-	// Each new chunk is either old chunk i copied verbatim (copy >= 0) or
-	// [off, off+n) of content compressed again.
+	// Each new chunk is either old chunk i copied verbatim (copy >= 0),
+	// zeros, or [off, off+n) of content compressed again.
 	type job struct {
 		copy   int
+		zero   bool
 		off, n int64
 	}
-	var jobs []job
 	oldN := old.NumChunks()
-	for off, i := int64(0), 0; off < size; off, i = off+cs, i+1 {
+	zr, _ := content.(ZeroRanger)
+	jobAt := func(i int) job {
+		off := int64(i) * cs
 		n := min(cs, size-off)
 		j := job{copy: -1, off: off, n: n}
 		if i < oldN && old.ChunkOffset(i) == off && old.ChunkOffset(i+1) == off+n && !touches(dirty, off, n) {
 			j.copy = i
+		} else if zr != nil && zr.IsZero(off, n) {
+			j.zero = true
 		}
-		jobs = append(jobs, j)
+		return j
 	}
+	total := int((size + cs - 1) / cs)
 	ps, parallel := sink.(ParallelSink)
 	if !parallel {
 		buf := make([]byte, cs)
-		for _, j := range jobs {
+		for i := 0; i < total; i++ {
+			j := jobAt(i)
 			if j.copy >= 0 {
 				if err := sink.CopyChunk(j.copy); err != nil {
 					return err
@@ -102,7 +123,9 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 				continue
 			}
 			b := buf[:j.n]
-			if err := ReadFullAt(content, b, j.off); err != nil {
+			if j.zero {
+				clear(b)
+			} else if err := ReadFullAt(content, b, j.off); err != nil {
 				return err
 			}
 			if err := sink.AddChunk(b); err != nil {
@@ -111,26 +134,59 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 		}
 		return sink.Close()
 	}
-	err = ordered.Run(len(jobs), func(k int) ([]byte, error) {
-		j := jobs[k]
-		if j.copy >= 0 {
-			return nil, nil
+	zeros := ZeroChunks(ps.Compress)
+	jobs := make([]job, 0, min(total, rewriteBatch))
+	for first := 0; first < total; first += rewriteBatch {
+		jobs = jobs[:0]
+		for i := first; i < min(total, first+rewriteBatch); i++ {
+			jobs = append(jobs, jobAt(i))
 		}
-		b := make([]byte, j.n)
-		if err := ReadFullAt(content, b, j.off); err != nil {
-			return nil, err
+		err = ordered.Run(len(jobs), func(k int) ([]byte, error) {
+			j := jobs[k]
+			switch {
+			case j.copy >= 0:
+				return nil, nil
+			case j.zero:
+				return zeros(j.n)
+			}
+			b := make([]byte, j.n)
+			if err := ReadFullAt(content, b, j.off); err != nil {
+				return nil, err
+			}
+			return ps.Compress(b)
+		}, func(k int, chunk []byte) error {
+			if j := jobs[k]; j.copy >= 0 {
+				return sink.CopyChunk(j.copy)
+			}
+			return ps.AddCompressed(chunk, int(jobs[k].n))
+		})
+		if err != nil {
+			return err
 		}
-		return ps.Compress(b)
-	}, func(k int, chunk []byte) error {
-		if j := jobs[k]; j.copy >= 0 {
-			return sink.CopyChunk(j.copy)
-		}
-		return ps.AddCompressed(chunk, int(jobs[k].n))
-	})
-	if err != nil {
-		return err
 	}
 	return sink.Close()
+}
+
+// ZeroChunks returns a function that gives the compressed form of n zero
+// bytes, compressing each size once (compression is deterministic, so the
+// result is what compressing each chunk would give). It is safe for
+// concurrent use; the returned chunks must not be modified.
+func ZeroChunks(compress func(plain []byte) ([]byte, error)) func(n int64) ([]byte, error) {
+	var mu sync.Mutex
+	done := map[int64][]byte{}
+	return func(n int64) ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c, ok := done[n]; ok {
+			return c, nil
+		}
+		c, err := compress(make([]byte, n))
+		if err != nil {
+			return nil, err
+		}
+		done[n] = c
+		return c, nil
+	}
 }
 
 // coalesce sorts ranges and merges overlapping or adjacent ones.
