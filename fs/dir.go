@@ -48,14 +48,28 @@ func (d *dirNode) diskEntryAt(dir, name string, st *syscall.Stat_t) diskEntry {
 	}}
 }
 
+// nameMax is the longest name the source filesystems take (NAME_MAX).
+const nameMax = 255
+
 // resolve finds the view entry called name, looking only at the disk
-// entries that could be it.
+// entries that could be it. A name longer than NAME_MAX gives
+// ENAMETOOLONG, and a failure other than ENOENT (ENAMETOOLONG for a path
+// past PATH_MAX, EACCES, ELOOP, …) is returned as it is.
 func (d *dirNode) resolve(name string) (*entry, syscall.Errno) {
+	if len(name) > nameMax {
+		return nil, syscall.ENAMETOOLONG
+	}
 	dir := d.path()
 	var ents []diskEntry
 	for _, c := range diskCandidates(name) {
+		if len(c) > nameMax {
+			continue // a longer disk name cannot exist
+		}
 		var st syscall.Stat_t
 		if err := syscall.Lstat(filepath.Join(dir, c), &st); err != nil {
+			if err != syscall.ENOENT {
+				return nil, gofs.ToErrno(err)
+			}
 			continue
 		}
 		ents = append(ents, d.diskEntryAt(dir, c, &st))
@@ -142,7 +156,7 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHan
 	for i := range list {
 		list[i].Off = uint64(i + 1)
 	}
-	return &listHandle{ents: list}, 0, 0
+	return &listHandle{ents: list, dir: dir}, 0, 0
 }
 
 // listHandle serves a directory listing made at opendir.
@@ -150,12 +164,19 @@ type listHandle struct {
 	mu   sync.Mutex
 	ents []fuse.DirEntry
 	pos  int
+	dir  string // the source directory, for fsync
 }
 
 var (
 	_ = (gofs.FileReaddirenter)((*listHandle)(nil))
 	_ = (gofs.FileSeekdirer)((*listHandle)(nil))
+	_ = (gofs.FileFsyncdirer)((*listHandle)(nil))
 )
+
+// Fsyncdir syncs the source directory.
+func (h *listHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	return gofs.ToErrno(syncDir(h.dir))
+}
 
 // Readdirent returns the next entry, or nil at the end.
 func (h *listHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
@@ -190,6 +211,8 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	if d.fs.opts.ReadOnly {
 		return syscall.EROFS
 	}
+	d.fs.nsMu.Lock()
+	defer d.fs.nsMu.Unlock()
 	e, errno := d.resolve(name)
 	if errno != 0 {
 		return errno
@@ -227,7 +250,11 @@ func (d *dirNode) childGone(name string) {
 
 // Rename moves a child. A compressed file keeps its container suffix on
 // disk (x.blp renamed to y is stored as y.blp and shown as y); whatever
-// the new view name showed before is replaced.
+// the new view name showed before is replaced. RENAME_NOREPLACE is
+// honoured; RENAME_EXCHANGE swaps two plain entries, or two compressed
+// files stored with the same suffix, and gives EINVAL otherwise (the
+// suffixes would have to move with the contents); RENAME_WHITEOUT (for
+// overlay filesystems) gives EINVAL.
 func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	if d.fs.opts.ReadOnly {
 		return syscall.EROFS
@@ -236,9 +263,27 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if !ok {
 		return syscall.EXDEV
 	}
+	if flags&^(unix.RENAME_NOREPLACE|unix.RENAME_EXCHANGE) != 0 {
+		return syscall.EINVAL
+	}
+	if len(newName) > nameMax {
+		return syscall.ENAMETOOLONG
+	}
+	d.fs.nsMu.Lock()
+	defer d.fs.nsMu.Unlock()
 	src, errno := d.resolve(name)
 	if errno != 0 {
 		return errno
+	}
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		dst, errno := np.resolve(newName)
+		if errno != 0 {
+			return errno
+		}
+		if src.compressed != dst.compressed || src.compressed && src.disk[len(stemOf(src.disk)):] != dst.disk[len(stemOf(dst.disk)):] {
+			return syscall.EINVAL
+		}
+		return gofs.ToErrno(unix.Renameat2(unix.AT_FDCWD, filepath.Join(d.path(), src.disk), unix.AT_FDCWD, filepath.Join(np.path(), dst.disk), unix.RENAME_EXCHANGE))
 	}
 	newDisk := newName
 	if src.compressed {
@@ -251,12 +296,6 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 				return syscall.EINVAL
 			}
 		}
-	}
-	if flags&unix.RENAME_EXCHANGE != 0 {
-		if newDisk != newName {
-			return syscall.EINVAL
-		}
-		return d.LoopbackNode.Rename(ctx, src.disk, newParent, newName, flags)
 	}
 	if dst, errno := np.resolve(newName); errno == 0 {
 		if flags&unix.RENAME_NOREPLACE != 0 {
@@ -280,7 +319,9 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 			np.childGone(newName)
 		}
 	}
-	if err := os.Rename(filepath.Join(d.path(), src.disk), filepath.Join(np.path(), newDisk)); err != nil {
+	// renameat2, not os.Rename: os.Rename refuses to replace a directory
+	// (EEXIST) where rename(2) replaces an empty one.
+	if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(d.path(), src.disk), unix.AT_FDCWD, filepath.Join(np.path(), newDisk), uint(flags&unix.RENAME_NOREPLACE)); err != nil {
 		return gofs.ToErrno(err)
 	}
 	// An open compressed file follows the rename: its node resolves its
@@ -308,7 +349,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		return d.LoopbackNode.Create(ctx, name, flags, mode, out) // an existing plain file
 	}
 	format := d.fs.opts.NewFormat
-	if format == NewPlain {
+	if format == NewPlain || len(name)+len(format.suffix()) > nameMax {
+		// A name too long to take the container suffix (248 to 255
+		// bytes) is stored plain.
 		return d.LoopbackNode.Create(ctx, name, flags, mode, out)
 	}
 	disk := filepath.Join(d.path(), name+format.suffix())
@@ -411,7 +454,10 @@ func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name stri
 				return nil, syscall.EINVAL // an array's view must keep its .npy
 			}
 		}
-		if err := os.Link(src, filepath.Join(d.path(), disk)); err != nil {
+		d.fs.nsMu.Lock()
+		err := os.Link(src, filepath.Join(d.path(), disk))
+		d.fs.nsMu.Unlock()
+		if err != nil {
 			return nil, gofs.ToErrno(err)
 		}
 		return d.Lookup(ctx, name, out)

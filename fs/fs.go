@@ -15,6 +15,7 @@ package fs
 
 import (
 	"fmt"
+	"hash/fnv"
 	"log"
 	"os"
 	"path/filepath"
@@ -96,6 +97,14 @@ type FS struct {
 	// new one (and frees the old one for reuse).
 	inoMu  sync.Mutex
 	inoMap map[gofs.StableAttr]gofs.StableAttr // disk identity → the node's
+
+	// nsMu orders the namespace changes made through the mount (rename,
+	// unlink, link) against the last step of a commit (finding the disk
+	// name and renaming the new file over it): a commit holds it for
+	// reading, a namespace change for writing. Without it a commit could
+	// rename its new file over a name that a rename had just given to
+	// another file, or bring back a name just unlinked.
+	nsMu sync.RWMutex
 }
 
 // diskID returns the identity of a disk file: the inode number as the
@@ -110,15 +119,41 @@ func (f *FS) diskID(path string, st *syscall.Stat_t) gofs.StableAttr {
 	return id
 }
 
-// blobID returns the identity of a compressed file's node.
+// blobID returns the identity of a compressed file's node. A file with
+// more than one hard link gets one node per name (see linkedID).
 func (f *FS) blobID(path string, st *syscall.Stat_t) gofs.StableAttr {
 	d := f.diskID(path, st)
+	if st.Nlink > 1 && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		return linkedID(path, d)
+	}
 	f.inoMu.Lock()
 	defer f.inoMu.Unlock()
 	if s, ok := f.inoMap[d]; ok {
 		return s
 	}
 	return d
+}
+
+// linkedID returns the identity of one name of a hard-linked compressed
+// file. A commit replaces the disk file under the one name it was written
+// through (a write breaks the link, as with an editor that saves by
+// rename), so the names cannot share a node: each name of the file is
+// its own node, whose view is always what that name stores.
+func linkedID(path string, d gofs.StableAttr) gofs.StableAttr {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d/%s", d.Ino, d.Gen, path)
+	return gofs.StableAttr{Mode: syscall.S_IFREG, Ino: h.Sum64() | 1<<63, Gen: 1}
+}
+
+// orphanID gives a disk file that a commit replaced under one of its
+// names, but that lives on under others, an identity of its own: the
+// node of the commit keeps the old identity and now shows the new file.
+func (f *FS) orphanID(d gofs.StableAttr) {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d/orphan/%s", d.Ino, d.Gen, f.token)
+	f.inoMu.Lock()
+	defer f.inoMu.Unlock()
+	f.inoMap[d] = gofs.StableAttr{Mode: syscall.S_IFREG, Ino: h.Sum64() | 1<<63, Gen: 1}
 }
 
 // remapID records that the disk file at path now holds the node whose
@@ -248,6 +283,9 @@ func Mount(source, mountpoint string, opts Options) (*fuse.Server, *FS, error) {
 		EntryTimeout:    &attr,
 		NegativeTimeout: &neg,
 		Logger:          opts.Logger,
+		// The source's modes, exactly: without this go-fuse shows a
+		// mode-000 file as 0644 and lets other users in.
+		NullPermissions: true,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)

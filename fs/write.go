@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/ordered"
@@ -161,6 +162,7 @@ func (n *blobNode) dropStage() {
 		n.stage.temp.remove()
 		n.stage = nil
 	}
+	n.clearTimes()
 }
 
 // baseSize is the size of the committed content (n.smu held).
@@ -191,18 +193,34 @@ func (n *blobNode) commit() (err error) {
 		return nil
 	}
 	if n.isGone() {
-		// Unlinked while open: the data go with it; free the space.
-		st.dropStream()
-		st.file.Truncate(0)
-		st.reset(nil, 0)
+		// Unlinked while open: nothing to store. The stage stays, so
+		// that the open handles read what was written until the last
+		// one closes.
 		return nil
 	}
 	p, _ := n.diskPath()
 	if p == "" {
 		return fmt.Errorf("%s: no longer in the source: %w", n.Path(nil), syscall.ENOENT)
 	}
+	// From the point where the disk name is taken for good to the rename,
+	// no rename, unlink or link through the mount runs: the new file
+	// cannot land on a name given meanwhile to another file, or bring
+	// back one just unlinked. A stream's last chunk is finished under the
+	// lock (its data then live only in the temp file); a staged file is
+	// compressed before it.
+	locked := false
+	defer func() {
+		if locked {
+			n.fs.nsMu.RUnlock()
+		}
+	}()
 	var tmp *tempFile
 	if s := st.stream; s != nil {
+		n.fs.nsMu.RLock()
+		locked = true
+		if n.isGone() {
+			return nil
+		}
 		st.stream = nil
 		defer func() {
 			if err != nil && st.broken == nil {
@@ -233,7 +251,23 @@ func (n *blobNode) commit() (err error) {
 			return fail(err)
 		}
 	}
+	if !locked {
+		n.fs.nsMu.RLock()
+		locked = true
+	}
+	if n.isGone() {
+		// Unlinked, or replaced by a rename, while it was compressed:
+		// nothing to store (the stage stays for the open handles).
+		tmp.remove()
+		return nil
+	}
+	if p, _ = n.diskPath(); p == "" {
+		return fail(fmt.Errorf("%s: no longer in the source: %w", n.Path(nil), syscall.ENOENT))
+	}
 	if err := copyMeta(p, tmp.File); err != nil {
+		return fail(err)
+	}
+	if err := n.commitTimes(tmp.path()); err != nil {
 		return fail(err)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -243,6 +277,9 @@ func (n *blobNode) commit() (err error) {
 	if err := syscall.Fstat(int(tmp.Fd()), &tst); err != nil {
 		return fail(err)
 	}
+	var old syscall.Stat_t
+	oldErr := syscall.Lstat(p, &old)
+	oldID := n.fs.diskID(p, &old)
 	n.fs.remapID(tmp.path(), &tst, n.StableAttr()) // before the new file is visible
 	if err := tmp.File.Close(); err != nil {
 		return fail(err)
@@ -250,15 +287,20 @@ func (n *blobNode) commit() (err error) {
 	if err := tmp.renameOver(p); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
+	if oldErr == nil && old.Nlink > 1 && n.file != nil {
+		// The old file lives on under its other names: they are
+		// another file now.
+		if syscall.Fstat(int(n.file.Fd()), &old) == nil && old.Nlink > 0 {
+			n.fs.orphanID(oldID)
+		}
+	}
 	// Serve the new file; the stage starts over from it.
 	v, err := all.OpenView(p, n.fs.cache)
 	if err != nil {
 		return fmt.Errorf("%s: reopening after recompression: %w", p, err)
 	}
-	if n.view != nil {
-		n.view.Close()
-	}
-	n.view = v
+	n.setView(v, p)
+	n.clearTimes()
 	if err := st.file.Truncate(0); err != nil {
 		return err
 	}
@@ -348,22 +390,43 @@ func (f *FS) writeNew(w io.WriteSeeker, content io.ReaderAt, size int64, format 
 		}
 		compress, add, closeW = wr.Compress, wr.AddCompressed, wr.Close
 	}
+	// Chunks of zeros that the content knows of without reading (a
+	// truncation that extended the file) are compressed once: a frame
+	// records them as special zero chunks, which take no space.
+	zr, _ := content.(pack.ZeroRanger)
+	zeros := pack.ZeroChunks(compress)
 	n := int((size + cs - 1) / cs)
-	err := ordered.Run(n, func(i int) ([]byte, error) {
-		off := int64(i) * cs
-		b := make([]byte, min(cs, size-off))
-		if err := readFullAt(content, b, off); err != nil {
-			return nil, err
+	for first := 0; first < n; first += newBatch {
+		err := ordered.Run(min(newBatch, n-first), func(k int) ([]byte, error) {
+			off := int64(first+k) * cs
+			ln := min(cs, size-off)
+			if zr != nil && zr.IsZero(off, ln) {
+				return zeros(ln)
+			}
+			b := make([]byte, ln)
+			if err := readFullAt(content, b, off); err != nil {
+				return nil, err
+			}
+			return compress(b)
+		}, func(k int, chunk []byte) error {
+			return add(chunk, int(min(cs, size-int64(first+k)*cs)))
+		})
+		if err != nil {
+			return err
 		}
-		return compress(b)
-	}, func(i int, chunk []byte) error {
-		return add(chunk, int(min(cs, size-int64(i)*cs)))
-	})
-	if err != nil {
-		return err
 	}
 	return closeW()
 }
+
+// newBatch is how many chunks writeNew has planned and in flight at a
+// time, so that its memory does not grow with the number of chunks.
+const newBatch = 1024
+
+// maxChunks bounds the chunks of a file written through the mount (and so
+// its plain size: 1 TiB with 1 MiB chunks): the offsets of every chunk
+// are held while the file is written, and a Bloscpack file reserves ten
+// times as many slots. A larger size gives EFBIG at once.
+const maxChunks = 1 << 20
 
 // newSuffix returns the disk suffix of a new file's format.
 func (f NewFormat) suffix() string {
@@ -404,10 +467,16 @@ func (h *blobHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	if errno := n.checkArrayWrite(data, off); errno != 0 {
 		return 0, errno
 	}
+	if end := off + int64(len(data)); end > n.stage.size && end > n.maxSize() {
+		return 0, syscall.EFBIG
+	}
 	if off == 0 && len(data) > 0 {
 		n.maybeStream()
 	}
 	w, err := n.stage.WriteAt(data, off)
+	if w > 0 {
+		n.touch()
+	}
 	if err != nil {
 		return uint32(w), gofs.ToErrno(err)
 	}
@@ -496,6 +565,31 @@ func unwrapErrno(err error) error {
 	return errno
 }
 
+// maxSize returns the largest plain size the file may grow to through
+// the mount: maxChunks chunks of its chunk size (n.smu held).
+func (n *blobNode) maxSize() int64 {
+	cs := n.fs.opts.NewChunkSize
+	if n.view != nil && !(n.created && n.baseSize() == 0) {
+		switch c := n.view.Container.(type) {
+		case *pack.ChunkFile:
+			return 1<<31 - 1 - blosc.ExtHeaderLen
+		default:
+			if s, ok := c.(pack.ChunkSizer); ok {
+				cs = s.NewChunkSize()
+			}
+		}
+	}
+	return max(cs, 1) * maxChunks
+}
+
+// touch records that the content changed now (n.smu held): the file
+// shows it as its modification and change times until its commit, which
+// gives them to the new file.
+func (n *blobNode) touch() {
+	now := time.Now()
+	n.mtime, n.ctime = now, now
+}
+
 // truncateStaged changes the size through a stage (n.smu held). Without
 // an open writable handle the change is committed at once.
 func (n *blobNode) truncateStaged(size int64) syscall.Errno {
@@ -508,9 +602,13 @@ func (n *blobNode) truncateStaged(size int64) syscall.Errno {
 		n.fs.opts.Logger.Printf("%s: refused: resizing the .npy view of a .b2nd array from %d to %d bytes", p, n.view.Size, size)
 		return syscall.EPERM
 	}
+	if size > n.stage.size && size > n.maxSize() {
+		return syscall.EFBIG
+	}
 	if err := n.stage.truncate(size); err != nil {
 		return gofs.ToErrno(err)
 	}
+	n.touch()
 	if n.writers == 0 {
 		return n.commitErrno()
 	}
@@ -562,6 +660,9 @@ func (f *FS) writeEmpty(path string, format NewFormat, perm uint32, ctx context.
 type zeroReader struct{}
 
 func (zeroReader) ReadAt(p []byte, off int64) (int, error) { clear(p); return len(p), nil }
+
+// IsZero reports that every range holds zeros (pack.ZeroRanger).
+func (zeroReader) IsZero(off, n int64) bool { return true }
 
 // copyMeta gives the new file of a recompression the original's
 // permissions, owner and extended attributes.
