@@ -757,3 +757,44 @@ func (n *blobNode) writeArray(w *os.File, st *stage) error {
 	data := io.NewSectionReader(st, hl, st.size-hl)
 	return pack.Rewrite(w, fr, a.NewRawChunkReader(data), fr.Size(), dirty)
 }
+
+var _ = (gofs.FileAllocater)((*blobHandle)(nil))
+
+// Allocate serves fallocate(2) on a compressed file. There is no space
+// to reserve: a compressed file is written anew at its commit. Mode 0
+// extends the file to off+size when it is shorter (the new bytes are
+// zeros, as a truncation makes them); FALLOC_FL_KEEP_SIZE does nothing.
+// Other modes (punching holes, zeroing, collapsing or inserting ranges)
+// give EOPNOTSUPP.
+func (h *blobHandle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	if !h.writable {
+		return syscall.EBADF
+	}
+	if mode&^unix.FALLOC_FL_KEEP_SIZE != 0 {
+		return syscall.EOPNOTSUPP
+	}
+	end := off + size
+	if end < off || end > 1<<62 {
+		return syscall.EFBIG
+	}
+	n := h.n
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	if n.stage == nil {
+		return syscall.EBADF
+	}
+	if mode&unix.FALLOC_FL_KEEP_SIZE != 0 || int64(end) <= n.stage.size {
+		return 0
+	}
+	if n.view != nil && n.view.NPY {
+		return syscall.EFBIG // an array's view has a fixed size
+	}
+	if int64(end) > n.maxSize() {
+		return syscall.EFBIG
+	}
+	if err := n.stage.truncate(int64(end)); err != nil {
+		return gofs.ToErrno(err)
+	}
+	n.touch()
+	return 0
+}

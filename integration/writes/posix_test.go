@@ -407,4 +407,30 @@ func TestPOSIX(t *testing.T) {
 		check("stat after O_TRUNC", statPath)
 		f.Close()
 	})
+
+	t.Run("fallocate", func(t *testing.T) {
+		data := randBytes(1000)
+		mk(t, "falloc", data)
+		f, err := os.OpenFile(m.path("falloc"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fd := int(f.Fd())
+		if err := unix.Fallocate(fd, 0, 0, 5000); err != nil {
+			t.Errorf("fallocate mode 0: %v", err)
+		}
+		if err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, 0, 10000); err != nil {
+			t.Errorf("fallocate FALLOC_FL_KEEP_SIZE: %v", err)
+		}
+		wantErrno(t, "fallocate FALLOC_FL_PUNCH_HOLE", unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, 100), syscall.EOPNOTSUPP)
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		want := append(data, make([]byte, 4000)...)
+		if got, err := os.ReadFile(m.path("falloc")); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("after fallocate to 5000 bytes: %v, %s", err, firstDiff(got, want))
+		}
+		viewIsStored(t, "falloc")
+	})
 }
