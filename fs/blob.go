@@ -94,6 +94,7 @@ type blobNode struct {
 	sparse  bool       // a sparse frame directory
 	dir     *dirNode   // the directory that made the node, until go-fuse links it
 	gone    bool       // unlinked (or replaced) while open: nothing to commit
+	ino     uint64     // inode number of the disk file it shows
 	created bool       // made through this mount (its first commit uses the mount's parameters)
 
 	// smu guards the content: reads share it, writes and commits take it.
@@ -120,6 +121,14 @@ var (
 	_ = (gofs.NodeListxattrer)((*blobNode)(nil))
 	_ = (gofs.NodeStatfser)((*blobNode)(nil))
 )
+
+// shows reports whether the node, not gone, shows the disk file of inode
+// number ino.
+func (n *blobNode) shows(ino uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !n.gone && n.ino == ino
+}
 
 // setGone records that the node's file was unlinked or replaced.
 func (n *blobNode) setGone() {
@@ -149,10 +158,19 @@ func (n *blobNode) diskPath() (string, bool) {
 	}
 	if parent == nil {
 		if dir == nil {
+			// It has left the tree (its name now shows another node):
+			// it is no longer any name's file.
+			n.setGone()
 			return "", false
 		}
 		// Not linked into the tree yet (within Create).
 		return filepath.Join(dir.path(), disk), sparse
+	}
+	if dir != nil {
+		// Linked now: without a parent later, it has left the tree.
+		n.mu.Lock()
+		n.dir = nil
+		n.mu.Unlock()
 	}
 	dn, ok := parent.Operations().(*dirNode)
 	if !ok {

@@ -100,8 +100,23 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if !pr.ok {
 		return d.LoopbackNode.Lookup(ctx, e.disk, out)
 	}
-	n := &blobNode{fs: d.fs, disk: e.disk, sparse: e.dir, dir: d}
+	n := &blobNode{fs: d.fs, disk: e.disk, sparse: e.dir, dir: d, ino: st.Ino}
 	id := d.fs.blobID(p, &st)
+	if st.Nlink > 1 && !e.dir {
+		// A hard-linked file: one node per name. A commit replaces the
+		// disk file of the one name it was written through (the write
+		// breaks the link), so names sharing a node would show content
+		// they do not store.
+		id = d.fs.newID()
+	}
+	// The node that has this name keeps it while it shows the same disk
+	// file (the link count may have changed meanwhile): it may hold
+	// staged writes.
+	if ch := d.GetChild(name); ch != nil {
+		if bn, ok := ch.Operations().(*blobNode); ok && bn.shows(st.Ino) {
+			id = ch.StableAttr()
+		}
+	}
 	child := d.NewInode(ctx, n, id)
 	fillAttr(&out.Attr, &st, pr)
 	out.Ino = id.Ino
@@ -221,25 +236,17 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		return syscall.EISDIR
 	}
 	p := filepath.Join(d.path(), e.disk)
-	last := isLastLink(p)
 	if err := removeDisk(p, e.compressed && e.dir); err != nil {
 		return gofs.ToErrno(err)
 	}
-	if last {
-		d.childGone(name)
-	}
+	d.childGone(name)
 	return 0
 }
 
-// isLastLink reports whether removing path removes the file itself (a
-// hard-linked file lives on under its other names).
-func isLastLink(path string) bool {
-	var st syscall.Stat_t
-	return syscall.Lstat(path, &st) != nil || st.Nlink <= 1 || st.Mode&syscall.S_IFMT == syscall.S_IFDIR
-}
-
 // childGone marks an open compressed child as removed, so that a pending
-// commit does not bring it back.
+// commit does not bring it back. A compressed file's node has one name
+// (hard links get a node per name: see Lookup), so the node is gone
+// even when its disk file lives on under other names.
 func (d *dirNode) childGone(name string) {
 	if ch := d.GetChild(name); ch != nil {
 		if bn, ok := ch.Operations().(*blobNode); ok {
@@ -308,21 +315,28 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 				return syscall.EISDIR
 			}
 			dp := filepath.Join(np.path(), dst.disk)
-			last := isLastLink(dp)
 			if err := removeDisk(dp, dst.compressed && dst.dir); err != nil {
 				return gofs.ToErrno(err)
 			}
-			if last {
-				np.childGone(newName)
-			}
-		} else if isLastLink(filepath.Join(np.path(), dst.disk)) {
-			np.childGone(newName)
 		}
+		np.childGone(newName)
 	}
+	from, to := filepath.Join(d.path(), src.disk), filepath.Join(np.path(), newDisk)
+	// Two names of one hard-linked disk file are two files in the view
+	// (see Lookup), where rename(2) of one over the other does nothing:
+	// the source name must go, as the kernel now believes it has.
+	var sst, dst syscall.Stat_t
+	sameFile := src.compressed && syscall.Lstat(from, &sst) == nil && syscall.Lstat(to, &dst) == nil &&
+		sst.Dev == dst.Dev && sst.Ino == dst.Ino && from != to
 	// renameat2, not os.Rename: os.Rename refuses to replace a directory
 	// (EEXIST) where rename(2) replaces an empty one.
-	if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(d.path(), src.disk), unix.AT_FDCWD, filepath.Join(np.path(), newDisk), uint(flags&unix.RENAME_NOREPLACE)); err != nil {
+	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, uint(flags&unix.RENAME_NOREPLACE)); err != nil {
 		return gofs.ToErrno(err)
+	}
+	if sameFile {
+		if err := syscall.Unlink(from); err != nil && err != syscall.ENOENT {
+			return gofs.ToErrno(err)
+		}
 	}
 	// An open compressed file follows the rename: its node resolves its
 	// disk name from its (new) view name at each use.
@@ -439,28 +453,39 @@ func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name stri
 		return nil, errno
 	}
 	if bn, ok := target.(*blobNode); ok {
-		src, sparse := bn.diskPath()
-		if src == "" {
-			return nil, syscall.ENOENT
-		}
-		if sparse {
-			return nil, syscall.EPERM // directories cannot be hard-linked
-		}
-		base := filepath.Base(src)
-		disk := name
-		if _, named := stemView(name); !named {
-			disk = stemFor(name, base) + base[len(stemOf(base)):]
-			if v, _ := stemView(disk); v != name {
-				return nil, syscall.EINVAL // an array's view must keep its .npy
-			}
-		}
-		d.fs.nsMu.Lock()
-		err := os.Link(src, filepath.Join(d.path(), disk))
-		d.fs.nsMu.Unlock()
-		if err != nil {
-			return nil, gofs.ToErrno(err)
+		if errno := d.linkBlob(bn, name); errno != 0 {
+			return nil, errno
 		}
 		return d.Lookup(ctx, name, out)
 	}
 	return d.LoopbackNode.Link(ctx, target, name, out)
+}
+
+// linkBlob links the disk file of a compressed file under name, with its
+// suffix. What is staged is committed first, so that the new name shows
+// what the target shows now.
+func (d *dirNode) linkBlob(bn *blobNode, name string) syscall.Errno {
+	bn.smu.Lock()
+	defer bn.smu.Unlock()
+	if errno := bn.commitErrno(); errno != 0 {
+		return errno
+	}
+	src, sparse := bn.diskPath()
+	if src == "" {
+		return syscall.ENOENT
+	}
+	if sparse {
+		return syscall.EPERM // directories cannot be hard-linked
+	}
+	base := filepath.Base(src)
+	disk := name
+	if _, named := stemView(name); !named {
+		disk = stemFor(name, base) + base[len(stemOf(base)):]
+		if v, _ := stemView(disk); v != name {
+			return syscall.EINVAL // an array's view must keep its .npy
+		}
+	}
+	d.fs.nsMu.Lock()
+	defer d.fs.nsMu.Unlock()
+	return gofs.ToErrno(os.Link(src, filepath.Join(d.path(), disk)))
 }

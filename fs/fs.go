@@ -15,12 +15,12 @@ package fs
 
 import (
 	"fmt"
-	"hash/fnv"
 	"log"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -97,6 +97,7 @@ type FS struct {
 	// new one (and frees the old one for reuse).
 	inoMu  sync.Mutex
 	inoMap map[gofs.StableAttr]gofs.StableAttr // disk identity → the node's
+	idSeq  atomic.Uint64                       // for newID
 
 	// nsMu orders the namespace changes made through the mount (rename,
 	// unlink, link) against the last step of a commit (finding the disk
@@ -119,13 +120,9 @@ func (f *FS) diskID(path string, st *syscall.Stat_t) gofs.StableAttr {
 	return id
 }
 
-// blobID returns the identity of a compressed file's node. A file with
-// more than one hard link gets one node per name (see linkedID).
+// blobID returns the identity of a compressed file's node.
 func (f *FS) blobID(path string, st *syscall.Stat_t) gofs.StableAttr {
 	d := f.diskID(path, st)
-	if st.Nlink > 1 && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		return linkedID(path, d)
-	}
 	f.inoMu.Lock()
 	defer f.inoMu.Unlock()
 	if s, ok := f.inoMap[d]; ok {
@@ -134,26 +131,22 @@ func (f *FS) blobID(path string, st *syscall.Stat_t) gofs.StableAttr {
 	return d
 }
 
-// linkedID returns the identity of one name of a hard-linked compressed
-// file. A commit replaces the disk file under the one name it was written
-// through (a write breaks the link, as with an editor that saves by
-// rename), so the names cannot share a node: each name of the file is
-// its own node, whose view is always what that name stores.
-func linkedID(path string, d gofs.StableAttr) gofs.StableAttr {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/%d/%s", d.Ino, d.Gen, path)
-	return gofs.StableAttr{Mode: syscall.S_IFREG, Ino: h.Sum64() | 1<<63, Gen: 1}
+// newID returns an identity no disk file has (the top bit of the inode
+// number is set): for one name of a hard-linked compressed file (see
+// dirNode.Lookup), and for a disk file replaced by a commit under one of
+// its names that lives on under others (see orphanID).
+func (f *FS) newID() gofs.StableAttr {
+	return gofs.StableAttr{Mode: syscall.S_IFREG, Ino: f.idSeq.Add(1) | 1<<63, Gen: 1}
 }
 
 // orphanID gives a disk file that a commit replaced under one of its
 // names, but that lives on under others, an identity of its own: the
 // node of the commit keeps the old identity and now shows the new file.
 func (f *FS) orphanID(d gofs.StableAttr) {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/%d/orphan/%s", d.Ino, d.Gen, f.token)
+	id := f.newID()
 	f.inoMu.Lock()
 	defer f.inoMu.Unlock()
-	f.inoMap[d] = gofs.StableAttr{Mode: syscall.S_IFREG, Ino: h.Sum64() | 1<<63, Gen: 1}
+	f.inoMap[d] = id
 }
 
 // remapID records that the disk file at path now holds the node whose

@@ -57,6 +57,15 @@ func (f *FS) tempFile(dir, kind string) (*tempFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	if kind == "stage" {
+		// A stage is never renamed into place: it has no name, so that it
+		// keeps no directory from being removed while its file (moved
+		// elsewhere, or unlinked) is still open, and leaves nothing
+		// behind after a crash.
+		if fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600); err == nil {
+			return &tempFile{File: os.NewFile(uintptr(fd), filepath.Join(dir, TempPrefix+kind)), dir: d}, nil
+		}
+	}
 	t, err := os.CreateTemp(dir, TempPrefix+kind+"-"+f.token+"-*")
 	if err != nil {
 		d.Close()
@@ -75,7 +84,9 @@ func (t *tempFile) path() string {
 // remove closes and removes the file.
 func (t *tempFile) remove() {
 	t.File.Close()
-	unix.Unlinkat(int(t.dir.Fd()), t.name, 0)
+	if t.name != "" {
+		unix.Unlinkat(int(t.dir.Fd()), t.name, 0)
+	}
 	t.dir.Close()
 }
 
@@ -287,6 +298,9 @@ func (n *blobNode) commit() (err error) {
 	if err := tmp.renameOver(p); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
+	n.mu.Lock()
+	n.ino = tst.Ino
+	n.mu.Unlock()
 	if oldErr == nil && old.Nlink > 1 && n.file != nil {
 		// The old file lives on under its other names: they are
 		// another file now.
