@@ -223,8 +223,19 @@ func (n *blobNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 		out.Size = uint64(n.view.Size)
 	}
 	n.stagedTimes(&out.Attr)
-	out.SetTimeout(n.fs.opts.CompressedTimeout)
+	out.SetTimeout(n.fs.attrTimeout(st))
 	return 0
+}
+
+// attrTimeout is how long the kernel may cache the attributes of a
+// compressed file: long, since it changes only through the mount, but not
+// at all while it has other hard links, whose names are other nodes (a
+// chmod, link or unlink through one name changes what the others show).
+func (f *FS) attrTimeout(st *syscall.Stat_t) time.Duration {
+	if st.Nlink > 1 && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		return 0
+	}
+	return f.opts.CompressedTimeout
 }
 
 // stagedTimes shows the times of uncommitted changes (n.smu held).
@@ -340,8 +351,23 @@ func (n *blobNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 			return gofs.ToErrno(err)
 		}
 	}
-	return n.Getattr(ctx, fh, out)
+	if err := n.Getattr(ctx, fh, out); err != 0 {
+		return err
+	}
+	if out.Nlink > 1 {
+		// The other names of the disk file show these attributes too.
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			n.fs.linksChanged(st.Ino)
+		}
+	}
+	return 0
 }
+
+var _ = (gofs.NodeOnForgetter)((*blobNode)(nil))
+
+// OnForget drops the node from the hard-link records.
+func (n *blobNode) OnForget() { n.fs.dropLink(n) }
 
 // Statfs reports the source filesystem.
 func (n *blobNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {

@@ -118,6 +118,9 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 	}
 	child := d.NewInode(ctx, n, id)
+	if bn, ok := child.Operations().(*blobNode); ok && st.Nlink > 1 && !e.dir {
+		d.fs.addLink(st.Ino, bn)
+	}
 	fillAttr(&out.Attr, &st, pr)
 	out.Ino = id.Ino
 	// A node already in the tree may be open for writing: its size is the
@@ -133,7 +136,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	// The name depends on its siblings (collisions): cache it briefly;
 	// the attributes change only through the mount: cache them long.
 	out.SetEntryTimeout(d.fs.opts.AttrTimeout)
-	out.SetAttrTimeout(d.fs.opts.CompressedTimeout)
+	out.SetAttrTimeout(d.fs.attrTimeout(&st))
 	return child, 0
 }
 
@@ -236,10 +239,15 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		return syscall.EISDIR
 	}
 	p := filepath.Join(d.path(), e.disk)
+	var st syscall.Stat_t
+	linked := syscall.Lstat(p, &st) == nil && st.Nlink > 1 && e.compressed && !e.dir
 	if err := removeDisk(p, e.compressed && e.dir); err != nil {
 		return gofs.ToErrno(err)
 	}
 	d.childGone(name)
+	if linked {
+		d.fs.linksChanged(st.Ino) // their link count
+	}
 	return 0
 }
 
@@ -453,39 +461,52 @@ func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name stri
 		return nil, errno
 	}
 	if bn, ok := target.(*blobNode); ok {
-		if errno := d.linkBlob(bn, name); errno != 0 {
+		ino, errno := d.linkBlob(bn, name)
+		if errno != 0 {
 			return nil, errno
 		}
-		return d.Lookup(ctx, name, out)
+		// The new name is another node: the kernel keeps the other
+		// names' cached attributes (their link count) unless told.
+		ch, errno := d.Lookup(ctx, name, out)
+		if errno == 0 {
+			d.fs.addLink(ino, bn)
+			d.fs.linksChanged(ino)
+		}
+		return ch, errno
 	}
 	return d.LoopbackNode.Link(ctx, target, name, out)
 }
 
 // linkBlob links the disk file of a compressed file under name, with its
 // suffix. What is staged is committed first, so that the new name shows
-// what the target shows now.
-func (d *dirNode) linkBlob(bn *blobNode, name string) syscall.Errno {
+// what the target shows now. It returns the disk file's inode number.
+func (d *dirNode) linkBlob(bn *blobNode, name string) (uint64, syscall.Errno) {
 	bn.smu.Lock()
 	defer bn.smu.Unlock()
 	if errno := bn.commitErrno(); errno != 0 {
-		return errno
+		return 0, errno
 	}
 	src, sparse := bn.diskPath()
 	if src == "" {
-		return syscall.ENOENT
+		return 0, syscall.ENOENT
 	}
 	if sparse {
-		return syscall.EPERM // directories cannot be hard-linked
+		return 0, syscall.EPERM // directories cannot be hard-linked
 	}
 	base := filepath.Base(src)
 	disk := name
 	if _, named := stemView(name); !named {
 		disk = stemFor(name, base) + base[len(stemOf(base)):]
 		if v, _ := stemView(disk); v != name {
-			return syscall.EINVAL // an array's view must keep its .npy
+			return 0, syscall.EINVAL // an array's view must keep its .npy
 		}
 	}
 	d.fs.nsMu.Lock()
 	defer d.fs.nsMu.Unlock()
-	return gofs.ToErrno(os.Link(src, filepath.Join(d.path(), disk)))
+	if err := os.Link(src, filepath.Join(d.path(), disk)); err != nil {
+		return 0, gofs.ToErrno(err)
+	}
+	var st syscall.Stat_t
+	syscall.Lstat(src, &st)
+	return st.Ino, 0
 }

@@ -98,6 +98,11 @@ type FS struct {
 	inoMu  sync.Mutex
 	inoMap map[gofs.StableAttr]gofs.StableAttr // disk identity → the node's
 	idSeq  atomic.Uint64                       // for newID
+	// links holds, by disk inode number, the nodes of the names of
+	// hard-linked compressed files (one node per name): a change of the
+	// disk file's metadata through one name must reach the kernel's
+	// cached attributes of the others.
+	links map[uint64]map[*blobNode]bool
 
 	// nsMu orders the namespace changes made through the mount (rename,
 	// unlink, link) against the last step of a commit (finding the disk
@@ -137,6 +142,46 @@ func (f *FS) blobID(path string, st *syscall.Stat_t) gofs.StableAttr {
 // its names that lives on under others (see orphanID).
 func (f *FS) newID() gofs.StableAttr {
 	return gofs.StableAttr{Mode: syscall.S_IFREG, Ino: f.idSeq.Add(1) | 1<<63, Gen: 1}
+}
+
+// addLink records that node n shows a name of the hard-linked disk file
+// of inode number ino.
+func (f *FS) addLink(ino uint64, n *blobNode) {
+	f.inoMu.Lock()
+	defer f.inoMu.Unlock()
+	if f.links == nil {
+		f.links = map[uint64]map[*blobNode]bool{}
+	}
+	if f.links[ino] == nil {
+		f.links[ino] = map[*blobNode]bool{}
+	}
+	f.links[ino][n] = true
+}
+
+// dropLink forgets node n (forgotten by the kernel).
+func (f *FS) dropLink(n *blobNode) {
+	f.inoMu.Lock()
+	defer f.inoMu.Unlock()
+	for ino, ns := range f.links {
+		if delete(ns, n); len(ns) == 0 {
+			delete(f.links, ino)
+		}
+	}
+}
+
+// linksChanged drops the kernel's cached attributes of every node that
+// shows a name of the disk file of inode number ino: its mode, owner,
+// times or link count changed through one of them.
+func (f *FS) linksChanged(ino uint64) {
+	f.inoMu.Lock()
+	var ns []*blobNode
+	for n := range f.links[ino] {
+		ns = append(ns, n)
+	}
+	f.inoMu.Unlock()
+	for _, n := range ns {
+		n.NotifyContent(-1, 0) // attributes only
+	}
 }
 
 // orphanID gives a disk file that a commit replaced under one of its

@@ -270,8 +270,26 @@ func TestPOSIX(t *testing.T) {
 
 	t.Run("8 hard links", func(t *testing.T) {
 		mk(t, "ha", randBytes(100000))
+		// Each name is a node of its own: what changes through one must
+		// show through the other at once (pjdfstest link/00.t), also when
+		// the kernel has cached the other's attributes.
+		os.Stat(m.path("ha"))
 		if err := os.Link(m.path("ha"), m.path("hb")); err != nil {
 			t.Fatal(err)
+		}
+		var lst syscall.Stat_t
+		if err := syscall.Stat(m.path("ha"), &lst); err != nil || lst.Nlink != 2 {
+			t.Errorf("stat ha after ln ha hb: nlink %d, %v; want 2", lst.Nlink, err)
+		}
+		os.Stat(m.path("hb"))
+		if err := os.Chmod(m.path("hb"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"ha", "hb"} {
+			var st syscall.Stat_t
+			if err := syscall.Stat(m.path(n), &st); err != nil || st.Nlink != 2 || st.Mode&0o7777 != 0o640 {
+				t.Errorf("stat %s after ln ha hb and chmod hb 640: nlink %d, mode %o, %v; want 2, 640", n, st.Nlink, st.Mode&0o7777, err)
+			}
 		}
 		patch := func(name, s string) {
 			f, err := os.OpenFile(m.path(name), os.O_RDWR, 0)
