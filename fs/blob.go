@@ -3,13 +3,16 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/pack"
@@ -113,6 +116,7 @@ type blobNode struct {
 	sparse  bool       // a sparse frame directory
 	dir     *dirNode   // the directory that made the node, until go-fuse links it
 	gone    bool       // unlinked (or replaced) while open: nothing to commit
+	ino     uint64     // inode number of the disk file it shows
 	created bool       // made through this mount (its first commit uses the mount's parameters)
 
 	// smu guards the content: reads share it, writes and commits take it.
@@ -122,6 +126,13 @@ type blobNode struct {
 	stage   *stage    // uncommitted writes, while the file is open for writing
 	writers int       // open writable handles
 	format  NewFormat // for a file created through the mount
+	// file is the disk file behind view (O_PATH), while handles are
+	// open: its attributes once its name is gone (unlinked while open).
+	file *os.File
+	// The times of uncommitted changes (zero: none): mtime and ctime of
+	// the last write or truncation, or the times set meanwhile; the
+	// commit gives mtime and atime to the new file.
+	mtime, ctime, atime time.Time
 }
 
 var (
@@ -132,6 +143,14 @@ var (
 	_ = (gofs.NodeListxattrer)((*blobNode)(nil))
 	_ = (gofs.NodeStatfser)((*blobNode)(nil))
 )
+
+// shows reports whether the node, not gone, shows the disk file of inode
+// number ino.
+func (n *blobNode) shows(ino uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !n.gone && n.ino == ino
+}
 
 // setGone records that the node's file was unlinked or replaced.
 func (n *blobNode) setGone() {
@@ -161,10 +180,19 @@ func (n *blobNode) diskPath() (string, bool) {
 	}
 	if parent == nil {
 		if dir == nil {
+			// It has left the tree (its name now shows another node):
+			// it is no longer any name's file.
+			n.setGone()
 			return "", false
 		}
 		// Not linked into the tree yet (within Create).
 		return filepath.Join(dir.path(), disk), sparse
+	}
+	if dir != nil {
+		// Linked now: without a parent later, it has left the tree.
+		n.mu.Lock()
+		n.dir = nil
+		n.mu.Unlock()
 	}
 	dn, ok := parent.Operations().(*dirNode)
 	if !ok {
@@ -193,11 +221,19 @@ func (n *blobNode) stat() (string, *syscall.Stat_t, *probe, syscall.Errno) {
 	return p, &st, pr, 0
 }
 
-// Getattr reports the source's metadata with the plain size.
+// Getattr reports the source's metadata with the plain size. A file
+// whose name is gone (unlinked while open) reports the attributes of its
+// open disk file, as long as a handle holds it.
 func (n *blobNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	_, st, pr, errno := n.stat()
+	n.smu.RLock()
+	defer n.smu.RUnlock()
 	if errno != 0 {
-		return errno
+		var fst syscall.Stat_t
+		if n.file == nil || syscall.Fstat(int(n.file.Fd()), &fst) != nil {
+			return errno
+		}
+		st, pr = &fst, &probe{ok: true}
 	}
 	if !pr.ok {
 		// The file no longer parses (replaced under the mount): show its
@@ -207,15 +243,58 @@ func (n *blobNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 	}
 	fillAttr(&out.Attr, st, pr)
 	out.Ino = n.StableAttr().Ino
-	n.smu.RLock()
 	if n.stage != nil {
 		out.Size = uint64(n.stage.size)
 	} else if n.view != nil {
 		out.Size = uint64(n.view.Size)
 	}
-	n.smu.RUnlock()
-	out.SetTimeout(n.fs.opts.CompressedTimeout)
+	n.stagedTimes(&out.Attr)
+	out.SetTimeout(n.fs.attrTimeout(st))
 	return 0
+}
+
+// attrTimeout is how long the kernel may cache the attributes of a
+// compressed file: long, since it changes only through the mount, but not
+// at all while it has other hard links, whose names are other nodes (a
+// chmod, link or unlink through one name changes what the others show).
+func (f *FS) attrTimeout(st *syscall.Stat_t) time.Duration {
+	if st.Nlink > 1 && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		return 0
+	}
+	return f.opts.CompressedTimeout
+}
+
+// stagedTimes shows the times of uncommitted changes (n.smu held).
+func (n *blobNode) stagedTimes(a *fuse.Attr) {
+	set := func(t time.Time, sec *uint64, nsec *uint32) {
+		if !t.IsZero() {
+			*sec, *nsec = uint64(t.Unix()), uint32(t.Nanosecond())
+		}
+	}
+	set(n.mtime, &a.Mtime, &a.Mtimensec)
+	set(n.ctime, &a.Ctime, &a.Ctimensec)
+	set(n.atime, &a.Atime, &a.Atimensec)
+}
+
+// clearTimes forgets the times of uncommitted changes (n.smu held).
+func (n *blobNode) clearTimes() {
+	n.mtime, n.ctime, n.atime = time.Time{}, time.Time{}, time.Time{}
+}
+
+// commitTimes gives the new file of a commit the times of the changes
+// it holds: the last write's (or the set) mtime, and a set atime.
+func (n *blobNode) commitTimes(path string) error {
+	if n.mtime.IsZero() && n.atime.IsZero() {
+		return nil
+	}
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+	if !n.atime.IsZero() {
+		ts[0] = unix.NsecToTimespec(n.atime.UnixNano())
+	}
+	if !n.mtime.IsZero() {
+		ts[1] = unix.NsecToTimespec(n.mtime.UnixNano())
+	}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, 0)
 }
 
 // Setattr changes mode, owner and times on the source, and the size
@@ -225,8 +304,17 @@ func (n *blobNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 		return syscall.EROFS
 	}
 	p, _ := n.diskPath()
+	follow := 0
 	if p == "" {
-		return syscall.ENOENT
+		// Unlinked while open: change the open file.
+		n.smu.RLock()
+		if n.file != nil {
+			p, follow = fmt.Sprintf("/proc/self/fd/%d", n.file.Fd()), 1
+		}
+		n.smu.RUnlock()
+		if p == "" {
+			return syscall.ENOENT
+		}
 	}
 	if size, ok := in.GetSize(); ok {
 		n.smu.Lock()
@@ -255,13 +343,29 @@ func (n *blobNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 		if gok {
 			g = int(gid)
 		}
-		if err := syscall.Lchown(p, u, g); err != nil {
+		chown := syscall.Lchown
+		if follow != 0 {
+			chown = syscall.Chown
+		}
+		if err := chown(p, u, g); err != nil {
 			return gofs.ToErrno(err)
 		}
 	}
 	atime, aok := in.GetATime()
 	mtime, mok := in.GetMTime()
 	if aok || mok {
+		// A change still staged keeps the times set now for its commit.
+		n.smu.Lock()
+		if n.stage != nil {
+			if aok {
+				n.atime = atime
+			}
+			if mok {
+				n.mtime = mtime
+			}
+			n.ctime = time.Now()
+		}
+		n.smu.Unlock()
 		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
 		if aok {
 			ts[0] = unix.NsecToTimespec(atime.UnixNano())
@@ -269,12 +373,27 @@ func (n *blobNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 		if mok {
 			ts[1] = unix.NsecToTimespec(mtime.UnixNano())
 		}
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW*(1-follow)); err != nil {
 			return gofs.ToErrno(err)
 		}
 	}
-	return n.Getattr(ctx, fh, out)
+	if err := n.Getattr(ctx, fh, out); err != 0 {
+		return err
+	}
+	if out.Nlink > 1 {
+		// The other names of the disk file show these attributes too.
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			n.fs.linksChanged(st.Ino)
+		}
+	}
+	return 0
 }
+
+var _ = (gofs.NodeOnForgetter)((*blobNode)(nil))
+
+// OnForget drops the node from the hard-link records.
+func (n *blobNode) OnForget() { n.fs.dropLink(n) }
 
 // Statfs reports the source filesystem.
 func (n *blobNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
@@ -316,6 +435,7 @@ func (n *blobNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 				n.releaseLocked()
 				return nil, 0, gofs.ToErrno(err)
 			}
+			n.touch()
 		}
 		n.writers++
 	}
@@ -328,11 +448,11 @@ func (n *blobNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 // acquireLocked opens the committed view for a handle, shared among
 // handles (n.smu held).
 func (n *blobNode) acquireLocked() syscall.Errno {
-	p, _ := n.diskPath()
-	if p == "" {
-		return syscall.ENOENT
-	}
 	if n.view == nil {
+		p, _ := n.diskPath()
+		if p == "" {
+			return syscall.ENOENT
+		}
 		c := n.fs.blockCache()
 		v, err := all.OpenView(p, c)
 		if err != nil {
@@ -340,10 +460,23 @@ func (n *blobNode) acquireLocked() syscall.Errno {
 			return syscall.EIO
 		}
 		c.setCodec(v.Container.Info().Codec)
-		n.view = v
+		n.setView(v, p)
 	}
 	n.refs++
 	return 0
+}
+
+// setView serves the view v of the disk file at p, which replaces the
+// current one (n.smu held).
+func (n *blobNode) setView(v *all.View, p string) {
+	if n.view != nil {
+		n.view.Close()
+	}
+	if n.file != nil {
+		n.file.Close()
+	}
+	n.view = v
+	n.file, _ = os.OpenFile(p, unix.O_PATH|unix.O_NOFOLLOW, 0) // nil if p is gone already
 }
 
 // releaseLocked drops a handle's share of the view (n.smu held).
@@ -351,6 +484,10 @@ func (n *blobNode) releaseLocked() {
 	if n.refs--; n.refs == 0 && n.view != nil {
 		n.view.Close()
 		n.view = nil
+		if n.file != nil {
+			n.file.Close()
+			n.file = nil
+		}
 	}
 }
 

@@ -56,15 +56,29 @@ func (d *dirNode) diskEntryAt(dir, name string, st *syscall.Stat_t, transient *e
 	}}
 }
 
+// nameMax is the longest name the source filesystems take (NAME_MAX).
+const nameMax = 255
+
 // resolve finds the view entry called name, looking only at the disk
-// entries that could be it.
+// entries that could be it. A name longer than NAME_MAX gives
+// ENAMETOOLONG, and a failure other than ENOENT (ENAMETOOLONG for a path
+// past PATH_MAX, EACCES, ELOOP, …) is returned as it is.
 func (d *dirNode) resolve(name string) (*entry, syscall.Errno) {
+	if len(name) > nameMax {
+		return nil, syscall.ENAMETOOLONG
+	}
 	dir := d.path()
 	var ents []diskEntry
 	var transient error
 	for _, c := range diskCandidates(name) {
+		if len(c) > nameMax {
+			continue // a longer disk name cannot exist
+		}
 		var st syscall.Stat_t
 		if err := syscall.Lstat(filepath.Join(dir, c), &st); err != nil {
+			if err != syscall.ENOENT {
+				return nil, gofs.ToErrno(err)
+			}
 			continue
 		}
 		ents = append(ents, d.diskEntryAt(dir, c, &st, &transient))
@@ -102,9 +116,27 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if !pr.ok {
 		return d.LoopbackNode.Lookup(ctx, e.disk, out)
 	}
-	n := &blobNode{fs: d.fs, disk: e.disk, sparse: e.dir, dir: d}
+	n := &blobNode{fs: d.fs, disk: e.disk, sparse: e.dir, dir: d, ino: st.Ino}
 	id := d.fs.blobID(p, &st)
+	if st.Nlink > 1 && !e.dir {
+		// A hard-linked file: one node per name. A commit replaces the
+		// disk file of the one name it was written through (the write
+		// breaks the link), so names sharing a node would show content
+		// they do not store.
+		id = d.fs.newID()
+	}
+	// The node that has this name keeps it while it shows the same disk
+	// file (the link count may have changed meanwhile): it may hold
+	// staged writes.
+	if ch := d.GetChild(name); ch != nil {
+		if bn, ok := ch.Operations().(*blobNode); ok && bn.shows(st.Ino) {
+			id = ch.StableAttr()
+		}
+	}
 	child := d.NewInode(ctx, n, id)
+	if bn, ok := child.Operations().(*blobNode); ok && st.Nlink > 1 && !e.dir {
+		d.fs.addLink(st.Ino, bn)
+	}
 	fillAttr(&out.Attr, &st, pr)
 	out.Ino = id.Ino
 	// A node already in the tree may be open for writing: its size is the
@@ -120,7 +152,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	// The name depends on its siblings (collisions): cache it briefly;
 	// the attributes change only through the mount: cache them long.
 	out.SetEntryTimeout(d.fs.opts.AttrTimeout)
-	out.SetAttrTimeout(d.fs.opts.CompressedTimeout)
+	out.SetAttrTimeout(d.fs.attrTimeout(&st))
 	return child, 0
 }
 
@@ -163,7 +195,7 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHan
 	for i := range list {
 		list[i].Off = uint64(i + 1)
 	}
-	return &listHandle{ents: list}, 0, 0
+	return &listHandle{ents: list, dir: dir}, 0, 0
 }
 
 // listHandle serves a directory listing made at opendir.
@@ -171,12 +203,19 @@ type listHandle struct {
 	mu   sync.Mutex
 	ents []fuse.DirEntry
 	pos  int
+	dir  string // the source directory, for fsync
 }
 
 var (
 	_ = (gofs.FileReaddirenter)((*listHandle)(nil))
 	_ = (gofs.FileSeekdirer)((*listHandle)(nil))
+	_ = (gofs.FileFsyncdirer)((*listHandle)(nil))
 )
+
+// Fsyncdir syncs the source directory.
+func (h *listHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	return gofs.ToErrno(syncDir(h.dir))
+}
 
 // Readdirent returns the next entry, or nil at the end.
 func (h *listHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
@@ -211,6 +250,8 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	if d.fs.opts.ReadOnly {
 		return syscall.EROFS
 	}
+	d.fs.nsMu.Lock()
+	defer d.fs.nsMu.Unlock()
 	e, errno := d.resolve(name)
 	if errno != 0 {
 		return errno
@@ -219,25 +260,22 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		return syscall.EISDIR
 	}
 	p := filepath.Join(d.path(), e.disk)
-	last := isLastLink(p)
+	var st syscall.Stat_t
+	linked := syscall.Lstat(p, &st) == nil && st.Nlink > 1 && e.compressed && !e.dir
 	if err := removeDisk(p, e.compressed && e.dir); err != nil {
 		return gofs.ToErrno(err)
 	}
-	if last {
-		d.childGone(name)
+	d.childGone(name)
+	if linked {
+		d.fs.linksChanged(st.Ino) // their link count
 	}
 	return 0
 }
 
-// isLastLink reports whether removing path removes the file itself (a
-// hard-linked file lives on under its other names).
-func isLastLink(path string) bool {
-	var st syscall.Stat_t
-	return syscall.Lstat(path, &st) != nil || st.Nlink <= 1 || st.Mode&syscall.S_IFMT == syscall.S_IFDIR
-}
-
 // childGone marks an open compressed child as removed, so that a pending
-// commit does not bring it back.
+// commit does not bring it back. A compressed file's node has one name
+// (hard links get a node per name: see Lookup), so the node is gone
+// even when its disk file lives on under other names.
 func (d *dirNode) childGone(name string) {
 	if ch := d.GetChild(name); ch != nil {
 		if bn, ok := ch.Operations().(*blobNode); ok {
@@ -248,7 +286,11 @@ func (d *dirNode) childGone(name string) {
 
 // Rename moves a child. A compressed file keeps its container suffix on
 // disk (x.blp renamed to y is stored as y.blp and shown as y); whatever
-// the new view name showed before is replaced.
+// the new view name showed before is replaced. RENAME_NOREPLACE is
+// honoured; RENAME_EXCHANGE swaps two plain entries, or two compressed
+// files stored with the same suffix, and gives EINVAL otherwise (the
+// suffixes would have to move with the contents); RENAME_WHITEOUT (for
+// overlay filesystems) gives EINVAL.
 func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	if d.fs.opts.ReadOnly {
 		return syscall.EROFS
@@ -257,9 +299,27 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if !ok {
 		return syscall.EXDEV
 	}
+	if flags&^(unix.RENAME_NOREPLACE|unix.RENAME_EXCHANGE) != 0 {
+		return syscall.EINVAL
+	}
+	if len(newName) > nameMax {
+		return syscall.ENAMETOOLONG
+	}
+	d.fs.nsMu.Lock()
+	defer d.fs.nsMu.Unlock()
 	src, errno := d.resolve(name)
 	if errno != 0 {
 		return errno
+	}
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		dst, errno := np.resolve(newName)
+		if errno != 0 {
+			return errno
+		}
+		if src.compressed != dst.compressed || src.compressed && src.disk[len(stemOf(src.disk)):] != dst.disk[len(stemOf(dst.disk)):] {
+			return syscall.EINVAL
+		}
+		return gofs.ToErrno(unix.Renameat2(unix.AT_FDCWD, filepath.Join(d.path(), src.disk), unix.AT_FDCWD, filepath.Join(np.path(), dst.disk), unix.RENAME_EXCHANGE))
 	}
 	newDisk := newName
 	if src.compressed {
@@ -273,12 +333,6 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 			}
 		}
 	}
-	if flags&unix.RENAME_EXCHANGE != 0 {
-		if newDisk != newName {
-			return syscall.EINVAL
-		}
-		return d.LoopbackNode.Rename(ctx, src.disk, newParent, newName, flags)
-	}
 	if dst, errno := np.resolve(newName); errno == 0 {
 		if flags&unix.RENAME_NOREPLACE != 0 {
 			return syscall.EEXIST
@@ -290,19 +344,28 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 				return syscall.EISDIR
 			}
 			dp := filepath.Join(np.path(), dst.disk)
-			last := isLastLink(dp)
 			if err := removeDisk(dp, dst.compressed && dst.dir); err != nil {
 				return gofs.ToErrno(err)
 			}
-			if last {
-				np.childGone(newName)
-			}
-		} else if isLastLink(filepath.Join(np.path(), dst.disk)) {
-			np.childGone(newName)
 		}
+		np.childGone(newName)
 	}
-	if err := os.Rename(filepath.Join(d.path(), src.disk), filepath.Join(np.path(), newDisk)); err != nil {
+	from, to := filepath.Join(d.path(), src.disk), filepath.Join(np.path(), newDisk)
+	// Two names of one hard-linked disk file are two files in the view
+	// (see Lookup), where rename(2) of one over the other does nothing:
+	// the source name must go, as the kernel now believes it has.
+	var sst, dst syscall.Stat_t
+	sameFile := src.compressed && syscall.Lstat(from, &sst) == nil && syscall.Lstat(to, &dst) == nil &&
+		sst.Dev == dst.Dev && sst.Ino == dst.Ino && from != to
+	// renameat2, not os.Rename: os.Rename refuses to replace a directory
+	// (EEXIST) where rename(2) replaces an empty one.
+	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, uint(flags&unix.RENAME_NOREPLACE)); err != nil {
 		return gofs.ToErrno(err)
+	}
+	if sameFile {
+		if err := syscall.Unlink(from); err != nil && err != syscall.ENOENT {
+			return gofs.ToErrno(err)
+		}
 	}
 	// An open compressed file follows the rename: its node resolves its
 	// disk name from its (new) view name at each use.
@@ -329,7 +392,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		return d.LoopbackNode.Create(ctx, name, flags, mode, out) // an existing plain file
 	}
 	format := d.fs.opts.NewFormat
-	if format == NewPlain {
+	if format == NewPlain || len(name)+len(format.suffix()) > nameMax {
+		// A name too long to take the container suffix (248 to 255
+		// bytes) is stored plain.
 		return d.LoopbackNode.Create(ctx, name, flags, mode, out)
 	}
 	disk := filepath.Join(d.path(), name+format.suffix())
@@ -417,25 +482,18 @@ func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name stri
 		return nil, errno
 	}
 	if bn, ok := target.(*blobNode); ok {
-		src, sparse := bn.diskPath()
-		if src == "" {
-			return nil, syscall.ENOENT
+		ino, errno := d.linkBlob(bn, name)
+		if errno != 0 {
+			return nil, errno
 		}
-		if sparse {
-			return nil, syscall.EPERM // directories cannot be hard-linked
+		// The new name is another node: the kernel keeps the other
+		// names' cached attributes (their link count) unless told.
+		ch, errno := d.Lookup(ctx, name, out)
+		if errno == 0 {
+			d.fs.addLink(ino, bn)
+			d.fs.linksChanged(ino)
 		}
-		base := filepath.Base(src)
-		disk := name
-		if _, named := stemView(name); !named {
-			disk = stemFor(name, base) + base[len(stemOf(base)):]
-			if v, _ := stemView(disk); v != name {
-				return nil, syscall.EINVAL // an array's view must keep its .npy
-			}
-		}
-		if err := os.Link(src, filepath.Join(d.path(), disk)); err != nil {
-			return nil, gofs.ToErrno(err)
-		}
-		return d.Lookup(ctx, name, out)
+		return ch, errno
 	}
 	return d.LoopbackNode.Link(ctx, target, name, out)
 }
@@ -472,4 +530,38 @@ func (n *plainNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 		}
 	}
 	return fh, fl, 0
+}
+
+// linkBlob links the disk file of a compressed file under name, with its
+// suffix. What is staged is committed first, so that the new name shows
+// what the target shows now. It returns the disk file's inode number.
+func (d *dirNode) linkBlob(bn *blobNode, name string) (uint64, syscall.Errno) {
+	bn.smu.Lock()
+	defer bn.smu.Unlock()
+	if errno := bn.commitErrno(); errno != 0 {
+		return 0, errno
+	}
+	src, sparse := bn.diskPath()
+	if src == "" {
+		return 0, syscall.ENOENT
+	}
+	if sparse {
+		return 0, syscall.EPERM // directories cannot be hard-linked
+	}
+	base := filepath.Base(src)
+	disk := name
+	if _, named := stemView(name); !named {
+		disk = stemFor(name, base) + base[len(stemOf(base)):]
+		if v, _ := stemView(disk); v != name {
+			return 0, syscall.EINVAL // an array's view must keep its .npy
+		}
+	}
+	d.fs.nsMu.Lock()
+	defer d.fs.nsMu.Unlock()
+	if err := os.Link(src, filepath.Join(d.path(), disk)); err != nil {
+		return 0, gofs.ToErrno(err)
+	}
+	var st syscall.Stat_t
+	syscall.Lstat(src, &st)
+	return st.Ino, 0
 }

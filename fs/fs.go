@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -99,6 +100,20 @@ type FS struct {
 	// new one (and frees the old one for reuse).
 	inoMu  sync.Mutex
 	inoMap map[gofs.StableAttr]gofs.StableAttr // disk identity → the node's
+	idSeq  atomic.Uint64                       // for newID
+	// links holds, by disk inode number, the nodes of the names of
+	// hard-linked compressed files (one node per name): a change of the
+	// disk file's metadata through one name must reach the kernel's
+	// cached attributes of the others.
+	links map[uint64]map[*blobNode]bool
+
+	// nsMu orders the namespace changes made through the mount (rename,
+	// unlink, link) against the last step of a commit (finding the disk
+	// name and renaming the new file over it): a commit holds it for
+	// reading, a namespace change for writing. Without it a commit could
+	// rename its new file over a name that a rename had just given to
+	// another file, or bring back a name just unlinked.
+	nsMu sync.RWMutex
 
 	stats counters
 }
@@ -124,6 +139,64 @@ func (f *FS) blobID(path string, st *syscall.Stat_t) gofs.StableAttr {
 		return s
 	}
 	return d
+}
+
+// newID returns an identity no disk file has (the top bit of the inode
+// number is set): for one name of a hard-linked compressed file (see
+// dirNode.Lookup), and for a disk file replaced by a commit under one of
+// its names that lives on under others (see orphanID).
+func (f *FS) newID() gofs.StableAttr {
+	return gofs.StableAttr{Mode: syscall.S_IFREG, Ino: f.idSeq.Add(1) | 1<<63, Gen: 1}
+}
+
+// addLink records that node n shows a name of the hard-linked disk file
+// of inode number ino.
+func (f *FS) addLink(ino uint64, n *blobNode) {
+	f.inoMu.Lock()
+	defer f.inoMu.Unlock()
+	if f.links == nil {
+		f.links = map[uint64]map[*blobNode]bool{}
+	}
+	if f.links[ino] == nil {
+		f.links[ino] = map[*blobNode]bool{}
+	}
+	f.links[ino][n] = true
+}
+
+// dropLink forgets node n (forgotten by the kernel).
+func (f *FS) dropLink(n *blobNode) {
+	f.inoMu.Lock()
+	defer f.inoMu.Unlock()
+	for ino, ns := range f.links {
+		if delete(ns, n); len(ns) == 0 {
+			delete(f.links, ino)
+		}
+	}
+}
+
+// linksChanged drops the kernel's cached attributes of every node that
+// shows a name of the disk file of inode number ino: its mode, owner,
+// times or link count changed through one of them.
+func (f *FS) linksChanged(ino uint64) {
+	f.inoMu.Lock()
+	var ns []*blobNode
+	for n := range f.links[ino] {
+		ns = append(ns, n)
+	}
+	f.inoMu.Unlock()
+	for _, n := range ns {
+		n.NotifyContent(-1, 0) // attributes only
+	}
+}
+
+// orphanID gives a disk file that a commit replaced under one of its
+// names, but that lives on under others, an identity of its own: the
+// node of the commit keeps the old identity and now shows the new file.
+func (f *FS) orphanID(d gofs.StableAttr) {
+	id := f.newID()
+	f.inoMu.Lock()
+	defer f.inoMu.Unlock()
+	f.inoMap[d] = id
 }
 
 // remapID records that the disk file at path now holds the node whose
@@ -257,6 +330,9 @@ func Mount(source, mountpoint string, opts Options) (*fuse.Server, *FS, error) {
 		EntryTimeout:    &attr,
 		NegativeTimeout: &neg,
 		Logger:          opts.Logger,
+		// The source's modes, exactly: without this go-fuse shows a
+		// mode-000 file as 0644 and lets other users in.
+		NullPermissions: true,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)

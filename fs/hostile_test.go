@@ -3,17 +3,23 @@ package fs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/hostile"
 	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/pack/frame"
 )
 
 // mountSrc mounts src at a new mountpoint under base and unmounts it when
@@ -283,5 +289,103 @@ func TestPlainSwappedForFIFO(t *testing.T) {
 			w.Close()
 		}
 		<-done
+	}
+}
+
+// TestHostileHugeChunkWrite is the write path of issue 11's finding 5: a
+// one-byte write into a frame of 2 GiB special-zero chunks makes the
+// commit recompress one 2 GiB chunk. It is read from the stage one block
+// at a time as it is compressed (blosc.CompressReaderAt), so the
+// daemon's memory stays far below the chunk's size; it used to hold the
+// chunk whole, and more.
+func TestHostileHugeChunkWrite(t *testing.T) {
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const cs = 1<<31 - 33 // the largest Blosc2 chunk
+	f, err := os.Create(filepath.Join(src, "zeros.b2frame"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := frame.NewWriter(f, frame.Params{Chunk: blosc.DefaultParams(1), ChunkSize: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := w.AddSpecial(blosc.SpecialZero, cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	opts := DefaultOptions()
+	opts.CacheSize = 64 << 20
+	mnt, _ := mountSrc(t, src, base, opts)
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	g, err := os.OpenFile(filepath.Join(mnt, "zeros"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const off = cs + 12345
+	if _, err := g.WriteAt([]byte{42}, off); err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	// The reads of the stage go through the 64 MiB block cache: what it
+	// holds, and little else.
+	if a := after.TotalAlloc - before.TotalAlloc; a > 256<<20 {
+		t.Errorf("a one-byte write into a 2 GiB chunk allocated %d MiB in the daemon (64 MiB cache)", a>>20)
+	} else {
+		t.Logf("a one-byte write into a 2 GiB chunk allocated %d MiB in the daemon (64 MiB cache)", a>>20)
+	}
+	v, err := all.OpenView(filepath.Join(src, "zeros.b2frame"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if v.Size != 3*cs {
+		t.Fatalf("size %d after the write, want %d", v.Size, 3*cs)
+	}
+	b := make([]byte, 3)
+	if _, err := v.ReadAt(b, off-1); err != nil || b[0] != 0 || b[1] != 42 || b[2] != 0 {
+		t.Fatalf("stored bytes around the write: %v, %v", b, err)
+	}
+
+	// A frame claiming 32 PiB in 2^24 such chunks: a write is refused at
+	// once (more chunks than a file written through the mount may have),
+	// or done in the same bounded memory; never 4 GiB and counting.
+	zf, err := hostile.ZeroFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "huge.b2frame"), zf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&before)
+	g, err = os.OpenFile(filepath.Join(mnt, "huge"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := g.WriteAt([]byte{42}, 5<<30)
+	cerr := g.Close()
+	runtime.ReadMemStats(&after)
+	if a := after.TotalAlloc - before.TotalAlloc; a > 256<<20 {
+		t.Errorf("a one-byte write into a 32 PiB frame allocated %d MiB in the daemon (write: %v, close: %v)", a>>20, werr, cerr)
+	}
+	if werr == nil && cerr == nil {
+		t.Log("the write into the 32 PiB frame was committed")
+	} else if !errors.Is(werr, syscall.EFBIG) && !errors.Is(cerr, syscall.EFBIG) {
+		t.Errorf("a write into a 32 PiB frame: write %v, close %v; want success or EFBIG", werr, cerr)
 	}
 }

@@ -224,3 +224,15 @@ func (s *stage) dropStream() {
 		s.stream = nil
 	}
 }
+
+// IsZero reports whether [off, off+n) reads as zeros without being
+// stored anywhere (pack.ZeroRanger): never written, and past what is kept
+// of the base. A truncation that extends a file makes such a region;
+// it is written as zero chunks that cost nothing to compress.
+func (s *stage) IsZero(off, n int64) bool {
+	if s.stream != nil || s.base != nil && off < s.baseLimit {
+		return false
+	}
+	i := sort.Search(len(s.dirty), func(i int) bool { return s.dirty[i].Off+s.dirty[i].Len > off })
+	return i >= len(s.dirty) || s.dirty[i].Off >= off+n
+}

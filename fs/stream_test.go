@@ -44,6 +44,18 @@ func tempFiles(t *testing.T, dir string) map[string]temps {
 		kind, _, _ := strings.Cut(strings.TrimPrefix(e.Name(), TempPrefix), "-")
 		out[kind] = temps{out[kind].n + 1, out[kind].size + info.Size()}
 	}
+	// Stage files have no name (O_TMPFILE): the daemon runs in this
+	// process, so they are among its descriptors.
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err != nil || !strings.HasPrefix(target, dir+"/#") || !strings.HasSuffix(target, " (deleted)") {
+			continue
+		}
+		if info, err := os.Stat(filepath.Join("/proc/self/fd", fd.Name())); err == nil {
+			out["stage"] = temps{out["stage"].n + 1, out["stage"].size + info.Size()}
+		}
+	}
 	return out
 }
 

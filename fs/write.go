@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/ordered"
@@ -56,6 +57,15 @@ func (f *FS) tempFile(dir, kind string) (*tempFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	if kind == "stage" {
+		// A stage is never renamed into place: it has no name, so that it
+		// keeps no directory from being removed while its file (moved
+		// elsewhere, or unlinked) is still open, and leaves nothing
+		// behind after a crash.
+		if fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600); err == nil {
+			return &tempFile{File: os.NewFile(uintptr(fd), filepath.Join(dir, TempPrefix+kind)), dir: d}, nil
+		}
+	}
 	t, err := os.CreateTemp(dir, TempPrefix+kind+"-"+f.token+"-*")
 	if err != nil {
 		d.Close()
@@ -74,7 +84,9 @@ func (t *tempFile) path() string {
 // remove closes and removes the file.
 func (t *tempFile) remove() {
 	t.File.Close()
-	unix.Unlinkat(int(t.dir.Fd()), t.name, 0)
+	if t.name != "" {
+		unix.Unlinkat(int(t.dir.Fd()), t.name, 0)
+	}
 	t.dir.Close()
 }
 
@@ -161,6 +173,7 @@ func (n *blobNode) dropStage() {
 		n.stage.temp.remove()
 		n.stage = nil
 	}
+	n.clearTimes()
 }
 
 // baseSize is the size of the committed content (n.smu held).
@@ -191,18 +204,34 @@ func (n *blobNode) commit() (err error) {
 		return nil
 	}
 	if n.isGone() {
-		// Unlinked while open: the data go with it; free the space.
-		st.dropStream()
-		st.file.Truncate(0)
-		st.reset(nil, 0)
+		// Unlinked while open: nothing to store. The stage stays, so
+		// that the open handles read what was written until the last
+		// one closes.
 		return nil
 	}
 	p, _ := n.diskPath()
 	if p == "" {
 		return fmt.Errorf("%s: no longer in the source: %w", n.Path(nil), syscall.ENOENT)
 	}
+	// From the point where the disk name is taken for good to the rename,
+	// no rename, unlink or link through the mount runs: the new file
+	// cannot land on a name given meanwhile to another file, or bring
+	// back one just unlinked. A stream's last chunk is finished under the
+	// lock (its data then live only in the temp file); a staged file is
+	// compressed before it.
+	locked := false
+	defer func() {
+		if locked {
+			n.fs.nsMu.RUnlock()
+		}
+	}()
 	var tmp *tempFile
 	if s := st.stream; s != nil {
+		n.fs.nsMu.RLock()
+		locked = true
+		if n.isGone() {
+			return nil
+		}
 		st.stream = nil
 		defer func() {
 			if err != nil && st.broken == nil {
@@ -233,7 +262,23 @@ func (n *blobNode) commit() (err error) {
 			return fail(err)
 		}
 	}
+	if !locked {
+		n.fs.nsMu.RLock()
+		locked = true
+	}
+	if n.isGone() {
+		// Unlinked, or replaced by a rename, while it was compressed:
+		// nothing to store (the stage stays for the open handles).
+		tmp.remove()
+		return nil
+	}
+	if p, _ = n.diskPath(); p == "" {
+		return fail(fmt.Errorf("%s: no longer in the source: %w", n.Path(nil), syscall.ENOENT))
+	}
 	if err := copyMeta(p, tmp.File); err != nil {
+		return fail(err)
+	}
+	if err := n.commitTimes(tmp.path()); err != nil {
 		return fail(err)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -243,12 +288,25 @@ func (n *blobNode) commit() (err error) {
 	if err := syscall.Fstat(int(tmp.Fd()), &tst); err != nil {
 		return fail(err)
 	}
+	var old syscall.Stat_t
+	oldErr := syscall.Lstat(p, &old)
+	oldID := n.fs.diskID(p, &old)
 	n.fs.remapID(tmp.path(), &tst, n.StableAttr()) // before the new file is visible
 	if err := tmp.File.Close(); err != nil {
 		return fail(err)
 	}
 	if err := tmp.renameOver(p); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
+	}
+	n.mu.Lock()
+	n.ino = tst.Ino
+	n.mu.Unlock()
+	if oldErr == nil && old.Nlink > 1 && n.file != nil {
+		// The old file lives on under its other names: they are
+		// another file now.
+		if syscall.Fstat(int(n.file.Fd()), &old) == nil && old.Nlink > 0 {
+			n.fs.orphanID(oldID)
+		}
 	}
 	// Serve the new file; the stage starts over from it.
 	c := n.fs.blockCache()
@@ -257,10 +315,8 @@ func (n *blobNode) commit() (err error) {
 		return fmt.Errorf("%s: reopening after recompression: %w", p, err)
 	}
 	c.setCodec(v.Container.Info().Codec)
-	if n.view != nil {
-		n.view.Close()
-	}
-	n.view = v
+	n.setView(v, p)
+	n.clearTimes()
 	if err := st.file.Truncate(0); err != nil {
 		return err
 	}
@@ -350,22 +406,43 @@ func (f *FS) writeNew(w io.WriteSeeker, content io.ReaderAt, size int64, format 
 		}
 		compress, add, closeW = wr.Compress, wr.AddCompressed, wr.Close
 	}
+	// Chunks of zeros that the content knows of without reading (a
+	// truncation that extended the file) are compressed once: a frame
+	// records them as special zero chunks, which take no space.
+	zr, _ := content.(pack.ZeroRanger)
+	zeros := pack.ZeroChunks(compress)
 	n := int((size + cs - 1) / cs)
-	err := ordered.Run(n, func(i int) ([]byte, error) {
-		off := int64(i) * cs
-		b := make([]byte, min(cs, size-off))
-		if err := readFullAt(content, b, off); err != nil {
-			return nil, err
+	for first := 0; first < n; first += newBatch {
+		err := ordered.Run(min(newBatch, n-first), func(k int) ([]byte, error) {
+			off := int64(first+k) * cs
+			ln := min(cs, size-off)
+			if zr != nil && zr.IsZero(off, ln) {
+				return zeros(ln)
+			}
+			b := make([]byte, ln)
+			if err := readFullAt(content, b, off); err != nil {
+				return nil, err
+			}
+			return compress(b)
+		}, func(k int, chunk []byte) error {
+			return add(chunk, int(min(cs, size-int64(first+k)*cs)))
+		})
+		if err != nil {
+			return err
 		}
-		return compress(b)
-	}, func(i int, chunk []byte) error {
-		return add(chunk, int(min(cs, size-int64(i)*cs)))
-	})
-	if err != nil {
-		return err
 	}
 	return closeW()
 }
+
+// newBatch is how many chunks writeNew has planned and in flight at a
+// time, so that its memory does not grow with the number of chunks.
+const newBatch = 1024
+
+// maxChunks bounds the chunks of a file written through the mount (and so
+// its plain size: 1 TiB with 1 MiB chunks): the offsets of every chunk
+// are held while the file is written, and a Bloscpack file reserves ten
+// times as many slots. A larger size gives EFBIG at once.
+const maxChunks = 1 << 20
 
 // newSuffix returns the disk suffix of a new file's format.
 func (f NewFormat) suffix() string {
@@ -406,10 +483,19 @@ func (h *blobHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	if errno := n.checkArrayWrite(data, off); errno != 0 {
 		return 0, errno
 	}
+	// A file larger than a commit may write (a frame that claims more
+	// chunks than maxChunks) cannot be changed at all: its commit would
+	// copy millions of chunk entries.
+	if end := off + int64(len(data)); max(end, n.stage.size) > n.maxSize() {
+		return 0, syscall.EFBIG
+	}
 	if off == 0 && len(data) > 0 {
 		n.maybeStream()
 	}
 	w, err := n.stage.WriteAt(data, off)
+	if w > 0 {
+		n.touch()
+	}
 	if err != nil {
 		return uint32(w), gofs.ToErrno(err)
 	}
@@ -498,6 +584,31 @@ func unwrapErrno(err error) error {
 	return errno
 }
 
+// maxSize returns the largest plain size the file may grow to through
+// the mount: maxChunks chunks of its chunk size (n.smu held).
+func (n *blobNode) maxSize() int64 {
+	cs := n.fs.opts.NewChunkSize
+	if n.view != nil && !(n.created && n.baseSize() == 0) {
+		switch c := n.view.Container.(type) {
+		case *pack.ChunkFile:
+			return 1<<31 - 1 - blosc.ExtHeaderLen
+		default:
+			if s, ok := c.(pack.ChunkSizer); ok {
+				cs = s.NewChunkSize()
+			}
+		}
+	}
+	return max(cs, 1) * maxChunks
+}
+
+// touch records that the content changed now (n.smu held): the file
+// shows it as its modification and change times until its commit, which
+// gives them to the new file.
+func (n *blobNode) touch() {
+	now := time.Now()
+	n.mtime, n.ctime = now, now
+}
+
 // truncateStaged changes the size through a stage (n.smu held). Without
 // an open writable handle the change is committed at once.
 func (n *blobNode) truncateStaged(size int64) syscall.Errno {
@@ -510,9 +621,13 @@ func (n *blobNode) truncateStaged(size int64) syscall.Errno {
 		n.fs.opts.Logger.Printf("%s: refused: resizing the .npy view of a .b2nd array from %d to %d bytes", p, n.view.Size, size)
 		return syscall.EPERM
 	}
+	if size > n.stage.size && size > n.maxSize() {
+		return syscall.EFBIG
+	}
 	if err := n.stage.truncate(size); err != nil {
 		return gofs.ToErrno(err)
 	}
+	n.touch()
 	if n.writers == 0 {
 		return n.commitErrno()
 	}
@@ -564,6 +679,9 @@ func (f *FS) writeEmpty(path string, format NewFormat, perm uint32, ctx context.
 type zeroReader struct{}
 
 func (zeroReader) ReadAt(p []byte, off int64) (int, error) { clear(p); return len(p), nil }
+
+// IsZero reports that every range holds zeros (pack.ZeroRanger).
+func (zeroReader) IsZero(off, n int64) bool { return true }
 
 // copyMeta gives the new file of a recompression the original's
 // permissions, owner and extended attributes.
@@ -657,4 +775,45 @@ func (n *blobNode) writeArray(w *os.File, st *stage) error {
 	}
 	data := io.NewSectionReader(st, hl, st.size-hl)
 	return pack.Rewrite(w, fr, a.NewRawChunkReader(data), fr.Size(), dirty)
+}
+
+var _ = (gofs.FileAllocater)((*blobHandle)(nil))
+
+// Allocate serves fallocate(2) on a compressed file. There is no space
+// to reserve: a compressed file is written anew at its commit. Mode 0
+// extends the file to off+size when it is shorter (the new bytes are
+// zeros, as a truncation makes them); FALLOC_FL_KEEP_SIZE does nothing.
+// Other modes (punching holes, zeroing, collapsing or inserting ranges)
+// give EOPNOTSUPP.
+func (h *blobHandle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	if !h.writable {
+		return syscall.EBADF
+	}
+	if mode&^unix.FALLOC_FL_KEEP_SIZE != 0 {
+		return syscall.EOPNOTSUPP
+	}
+	end := off + size
+	if end < off || end > 1<<62 {
+		return syscall.EFBIG
+	}
+	n := h.n
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	if n.stage == nil {
+		return syscall.EBADF
+	}
+	if mode&unix.FALLOC_FL_KEEP_SIZE != 0 || int64(end) <= n.stage.size {
+		return 0
+	}
+	if n.view != nil && n.view.NPY {
+		return syscall.EFBIG // an array's view has a fixed size
+	}
+	if int64(end) > n.maxSize() {
+		return syscall.EFBIG
+	}
+	if err := n.stage.truncate(int64(end)); err != nil {
+		return gofs.ToErrno(err)
+	}
+	n.touch()
+	return 0
 }

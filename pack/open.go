@@ -16,8 +16,10 @@ var ErrNotRegular = errors.New("pack: not a regular file")
 
 // openFlags are the flags every open of a source file adds: a symlink is
 // not followed (the daemon must not read, with its rights, what a link
-// points to) and a FIFO does not block the open.
-const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+// points to), a FIFO does not block the open, and reading does not change
+// the access time (which would undo a time the owner set). O_NOATIME is
+// dropped where it is not permitted (a file of another user).
+const openFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOATIME
 
 // OpenSource opens path for reading as a regular file or, when dirOK, a
 // directory. It does not follow a symlink in the last component and does
@@ -65,7 +67,11 @@ func OpenSourceDir(path string) (*os.File, error) {
 func openRetry(dirfd int, name string, flags int) (int, error) {
 	for {
 		fd, err := unix.Openat(dirfd, name, flags, 0)
-		if err != unix.EINTR {
+		switch {
+		case err == unix.EINTR:
+		case err == unix.EPERM && flags&unix.O_NOATIME != 0:
+			flags &^= unix.O_NOATIME // not the file's owner: open plainly
+		default:
 			return fd, err
 		}
 	}

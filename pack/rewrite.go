@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
+	"sync"
 
 	"github.com/bloscfs/bloscfs/internal/ordered"
-	"sort"
 )
 
 // Range is a byte range [Off, Off+Len) of plain data.
@@ -45,6 +46,10 @@ type ParallelSink interface {
 	// Compress compresses plain as AddChunk would. It is safe for
 	// concurrent use.
 	Compress(plain []byte) ([]byte, error)
+	// CompressFrom is Compress of the n bytes of r, read one block at a
+	// time, so that a chunk of any size costs a few blocks of memory and
+	// its compressed size. It is safe for concurrent use.
+	CompressFrom(r io.ReaderAt, n int) ([]byte, error)
 	// AddCompressed appends what Compress returned, for the next chunk of
 	// plainLen bytes.
 	AddCompressed(chunk []byte, plainLen int) error
@@ -57,11 +62,25 @@ type ChunkSizer interface {
 	NewChunkSize() int64
 }
 
+// ZeroRanger is content that can tell, without reading it, that a range
+// holds only zeros (the never-written regions of a sparse stage). Rewrite
+// and the writers of new files compress such chunks once, not once each.
+type ZeroRanger interface {
+	// IsZero reports whether [off, off+n) is known to hold only zeros.
+	IsZero(off, n int64) bool
+}
+
+// rewriteBatch is how many chunks Rewrite plans and has in flight at a
+// time, so that its memory does not grow with the number of chunks.
+const rewriteBatch = 1024
+
 // Rewrite writes to w a new container in the format of old whose plain
 // bytes are content[0:size]. dirty lists the ranges where content differs
 // from old; a chunk of old that no dirty range touches, and whose plain
 // range is the same in the new container, is copied verbatim, the others
-// are read from content and compressed again.
+// are read from content and compressed again. A chunk that content (a
+// ZeroRanger) knows to be zeros is compressed once for all such chunks
+// of its size (a Blosc2 frame records it as a special zero chunk).
 func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, dirty []Range) error {
 	sink, err := old.NewSink(w, size)
 	if err != nil {
@@ -75,29 +94,31 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 	if cs <= 0 {
 		return fmt.Errorf("%w: container has no chunk size for rewriting", ErrUnsupported)
 	}
-	// Each new chunk is either old chunk i copied verbatim (copy >= 0) or
-	// [off, off+n) of content compressed again.
+	// Each new chunk is either old chunk i copied verbatim (copy >= 0),
+	// zeros, or [off, off+n) of content compressed again.
 	type job struct {
 		copy   int
+		zero   bool
 		off, n int64
 	}
-	// Jobs are made as they are needed: a file claiming petabytes must
-	// not get a list of millions of them up front.
 	oldN := old.NumChunks()
-	njobs := int((size + cs - 1) / cs)
+	zr, _ := content.(ZeroRanger)
 	jobAt := func(i int) job {
 		off := int64(i) * cs
 		n := min(cs, size-off)
 		j := job{copy: -1, off: off, n: n}
 		if i < oldN && old.ChunkOffset(i) == off && old.ChunkOffset(i+1) == off+n && !touches(dirty, off, n) {
 			j.copy = i
+		} else if zr != nil && zr.IsZero(off, n) {
+			j.zero = true
 		}
 		return j
 	}
+	total := int((size + cs - 1) / cs)
 	ps, parallel := sink.(ParallelSink)
 	if !parallel {
 		buf := make([]byte, cs)
-		for i := 0; i < njobs; i++ {
+		for i := 0; i < total; i++ {
 			j := jobAt(i)
 			if j.copy >= 0 {
 				if err := sink.CopyChunk(j.copy); err != nil {
@@ -106,7 +127,9 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 				continue
 			}
 			b := buf[:j.n]
-			if err := ReadFullAt(content, b, j.off); err != nil {
+			if j.zero {
+				clear(b)
+			} else if err := ReadFullAt(content, b, j.off); err != nil {
 				return err
 			}
 			if err := sink.AddChunk(b); err != nil {
@@ -115,27 +138,63 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 		}
 		return sink.Close()
 	}
-	err = ordered.Run(njobs, func(k int) ([]byte, error) {
-		j := jobAt(k)
-		if j.copy >= 0 {
-			return nil, nil
+	// Chunks are read from content one block at a time as they are
+	// compressed: an old chunk may hold up to 2 GiB, and a file that
+	// claims such chunks must not make a rewrite hold them whole.
+	zeros := zeroChunks(func(n int64) ([]byte, error) { return ps.CompressFrom(zeroReaderAt{}, int(n)) })
+	jobs := make([]job, 0, min(total, rewriteBatch))
+	for first := 0; first < total; first += rewriteBatch {
+		jobs = jobs[:0]
+		for i := first; i < min(total, first+rewriteBatch); i++ {
+			jobs = append(jobs, jobAt(i))
 		}
-		b := make([]byte, j.n)
-		if err := ReadFullAt(content, b, j.off); err != nil {
-			return nil, err
+		err = ordered.Run(len(jobs), func(k int) ([]byte, error) {
+			j := jobs[k]
+			switch {
+			case j.copy >= 0:
+				return nil, nil
+			case j.zero:
+				return zeros(j.n)
+			}
+			return ps.CompressFrom(io.NewSectionReader(content, j.off, j.n), int(j.n))
+		}, func(k int, chunk []byte) error {
+			if j := jobs[k]; j.copy >= 0 {
+				return sink.CopyChunk(j.copy)
+			}
+			return ps.AddCompressed(chunk, int(jobs[k].n))
+		})
+		if err != nil {
+			return err
 		}
-		return ps.Compress(b)
-	}, func(k int, chunk []byte) error {
-		j := jobAt(k)
-		if j.copy >= 0 {
-			return sink.CopyChunk(j.copy)
-		}
-		return ps.AddCompressed(chunk, int(j.n))
-	})
-	if err != nil {
-		return err
 	}
 	return sink.Close()
+}
+
+// ZeroChunks returns a function that gives the compressed form of n zero
+// bytes, compressing each size once (compression is deterministic, so the
+// result is what compressing each chunk would give). It is safe for
+// concurrent use; the returned chunks must not be modified.
+func ZeroChunks(compress func(plain []byte) ([]byte, error)) func(n int64) ([]byte, error) {
+	return zeroChunks(func(n int64) ([]byte, error) { return compress(make([]byte, n)) })
+}
+
+// zeroChunks is ZeroChunks for a function that compresses n zeros.
+func zeroChunks(compress func(n int64) ([]byte, error)) func(n int64) ([]byte, error) {
+	var mu sync.Mutex
+	done := map[int64][]byte{}
+	return func(n int64) ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c, ok := done[n]; ok {
+			return c, nil
+		}
+		c, err := compress(n)
+		if err != nil {
+			return nil, err
+		}
+		done[n] = c
+		return c, nil
+	}
 }
 
 // coalesce sorts ranges and merges overlapping or adjacent ones.
@@ -180,4 +239,12 @@ func ReadFullAt(r io.ReaderAt, b []byte, off int64) error {
 		err = io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// zeroReaderAt reads as zeros everywhere.
+type zeroReaderAt struct{}
+
+func (zeroReaderAt) ReadAt(p []byte, _ int64) (int, error) {
+	clear(p)
+	return len(p), nil
 }

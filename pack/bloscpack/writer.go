@@ -363,6 +363,12 @@ func (s *sink) AddChunk(plain []byte) error { return s.w.AddChunk(plain) }
 // concurrent use (pack.ParallelSink).
 func (s *sink) Compress(plain []byte) ([]byte, error) { return blosc.Compress(nil, plain, s.w.p.Blosc) }
 
+// CompressFrom compresses a chunk read from r one block at a time
+// (pack.ParallelSink).
+func (s *sink) CompressFrom(r io.ReaderAt, n int) ([]byte, error) {
+	return blosc.CompressReaderAt(nil, r, n, s.w.p.Blosc)
+}
+
 // AddCompressed appends a chunk made by Compress.
 func (s *sink) AddCompressed(chunk []byte, plainLen int) error {
 	if h, err := blosc.ParseHeader(chunk); err != nil || int(h.Nbytes) != plainLen {

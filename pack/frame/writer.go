@@ -333,6 +333,15 @@ func (w *Writer) Compress(plain []byte) ([]byte, error) {
 	return blosc.Compress(nil, plain, w.cp)
 }
 
+// CompressFrom is Compress of the n bytes of r, read one block at a time
+// (blosc.CompressReaderAt): its memory does not grow with the chunk size.
+func (w *Writer) CompressFrom(r io.ReaderAt, n int) ([]byte, error) {
+	if n > maxChunkNbytes {
+		return nil, fmt.Errorf("%w: chunk of %d bytes exceeds the limit %d", pack.ErrUnsupported, n, maxChunkNbytes)
+	}
+	return blosc.CompressReaderAt(nil, r, n, w.cp)
+}
+
 // AddCompressed appends a chunk that Compress made from plainLen bytes
 // (a special zero chunk is recorded in the index only).
 func (w *Writer) AddCompressed(chunk []byte, plainLen int) error {
@@ -629,6 +638,9 @@ func (s *sink) AddChunk(plain []byte) error { return s.w.AddChunk(plain) }
 
 // Compress compresses a chunk for AddCompressed (pack.ParallelSink).
 func (s *sink) Compress(plain []byte) ([]byte, error) { return s.w.Compress(plain) }
+
+// CompressFrom compresses a chunk read from r (pack.ParallelSink).
+func (s *sink) CompressFrom(r io.ReaderAt, n int) ([]byte, error) { return s.w.CompressFrom(r, n) }
 
 // AddCompressed appends a chunk made by Compress.
 func (s *sink) AddCompressed(chunk []byte, plainLen int) error {
