@@ -70,6 +70,13 @@ type ZeroRanger interface {
 	IsZero(off, n int64) bool
 }
 
+// streamChunk is the largest chunk Rewrite reads whole before it
+// compresses it; a larger one is read and compressed a block at a time
+// (content must then serve reads of any range, which the raw view of a
+// .b2nd array does only for whole chunks: arrays keep chunks of a few
+// MiB).
+const streamChunk = 64 << 20
+
 // rewriteBatch is how many chunks Rewrite plans and has in flight at a
 // time, so that its memory does not grow with the number of chunks.
 const rewriteBatch = 1024
@@ -138,9 +145,10 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 		}
 		return sink.Close()
 	}
-	// Chunks are read from content one block at a time as they are
-	// compressed: an old chunk may hold up to 2 GiB, and a file that
-	// claims such chunks must not make a rewrite hold them whole.
+	// A chunk larger than streamChunk is read from content one block at
+	// a time as it is compressed: an old chunk may hold up to 2 GiB, and
+	// a file that claims such chunks must not make a rewrite hold them
+	// whole. Zeros are compressed the same way.
 	zeros := zeroChunks(func(n int64) ([]byte, error) { return ps.CompressFrom(zeroReaderAt{}, int(n)) })
 	jobs := make([]job, 0, min(total, rewriteBatch))
 	for first := 0; first < total; first += rewriteBatch {
@@ -156,7 +164,14 @@ func Rewrite(w io.WriteSeeker, old Rewritable, content io.ReaderAt, size int64, 
 			case j.zero:
 				return zeros(j.n)
 			}
-			return ps.CompressFrom(io.NewSectionReader(content, j.off, j.n), int(j.n))
+			if j.n > streamChunk {
+				return ps.CompressFrom(io.NewSectionReader(content, j.off, j.n), int(j.n))
+			}
+			b := make([]byte, j.n)
+			if err := ReadFullAt(content, b, j.off); err != nil {
+				return nil, err
+			}
+			return ps.Compress(b)
 		}, func(k int, chunk []byte) error {
 			if j := jobs[k]; j.copy >= 0 {
 				return sink.CopyChunk(j.copy)
