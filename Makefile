@@ -4,6 +4,11 @@ GO ?= go
 FUZZTIME ?= 5s
 BENCHTIME ?= 1s
 APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync
+# The S3 server of the remote integration tests, built once per machine
+# into a folder outside the checkout.
+TOOLS_DIR ?= $(HOME)/.cache/bloscfs-tools/bin
+VERSITYGW_VERSION := v1.8.0
+export BLOSCFS_VERSITYGW := $(TOOLS_DIR)/versitygw
 
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
@@ -38,6 +43,10 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
 	fi
 	$(GO) mod download
+	@if [ ! -x "$(BLOSCFS_VERSITYGW)" ]; then \
+		echo "installing versitygw $(VERSITYGW_VERSION) into $(TOOLS_DIR) (a few minutes, once)"; \
+		GOBIN="$(TOOLS_DIR)" $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); \
+	fi
 
 vet:
 	$(GO) vet ./...

@@ -15,6 +15,7 @@ import (
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/remote"
 )
 
 func newUnpackCache() pack.BlockCache { return cache.New[pack.BlockKey](unpackCache) }
@@ -42,7 +43,7 @@ type infoRecord struct {
 }
 
 func describe(path string) (*infoRecord, error) {
-	v, err := all.OpenView(path, pack.NoCache{})
+	v, err := openView(path, pack.NoCache{})
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +78,7 @@ func describe(path string) (*infoRecord, error) {
 func cmdInfo(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("info", stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
+	addRemoteFlags(fs)
 	files, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -146,7 +148,7 @@ type verifyRecord struct {
 func verifyOne(path string, stderr io.Writer) verifyRecord {
 	rec := verifyRecord{Path: path}
 	// The container's own bytes, not the .npy view: every chunk once.
-	c, closer, err := pack.OpenPath(path, pack.NoCache{})
+	c, closer, err := openContainer(path, pack.NoCache{})
 	if err != nil {
 		rec.Error = oneLine(err)
 		return rec
@@ -184,6 +186,7 @@ func isContainer(path string) bool {
 func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	flags := newFlags("verify", stderr)
 	asJSON := flags.Bool("json", false, "print JSON")
+	addRemoteFlags(flags)
 	paths, err := parseInterspersed(flags, args)
 	if err != nil {
 		return err
@@ -193,6 +196,10 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	}
 	var recs []verifyRecord
 	for _, root := range paths {
+		if remote.IsURL(root) {
+			recs = append(recs, verifyRemote(root, stderr)...)
+			continue
+		}
 		st, err := os.Stat(root)
 		if err != nil {
 			recs = append(recs, verifyRecord{Path: root, Error: oneLine(err)})

@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cmds := map[string]func([]string, io.Writer, io.Writer) error{
-		"pack": cmdPack, "unpack": cmdUnpack, "info": cmdInfo, "verify": cmdVerify,
+		"pack": packRemote, "unpack": cmdUnpack, "info": cmdInfo, "verify": cmdVerify,
 		"mount": cmdMount, "unmount": cmdUnmount,
 	}
 	cmd, ok := cmds[args[0]]

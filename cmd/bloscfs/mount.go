@@ -19,6 +19,8 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	bfs "github.com/bloscfs/bloscfs/fs"
+	"github.com/bloscfs/bloscfs/remote"
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // notifyEnv tells a re-executed child which fd reports readiness.
@@ -59,6 +61,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	filter := fs.String("filter", "shuffle", "filters of new files (as for pack)")
 	typesize := fs.Int("typesize", 8, "element size of new files")
 	chunkSize := fs.String("chunk-size", "1MiB", "chunk size of new files")
+	addRemoteFlags(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -128,6 +131,9 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if remote.IsURL(pos[0]) {
+			src = pos[0]
+		}
 		mnt, err := filepath.Abs(pos[1])
 		if err != nil {
 			return err
@@ -148,7 +154,12 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	}
 	defer closeLog()
 	o.Logger = logger
-	server, _, err := bfs.Mount(pos[0], pos[1], o)
+	var server *fuse.Server
+	if remote.IsURL(pos[0]) {
+		server, err = mountRemote(pos[0], pos[1], o)
+	} else {
+		server, _, err = bfs.Mount(pos[0], pos[1], o)
+	}
 	if err != nil {
 		notify.fail(err)
 		return err

@@ -73,6 +73,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	chunkSize := fs.String("chunk-size", "1MiB", "plain bytes per chunk")
 	checksum := fs.String("checksum", "adler32", "blp chunk checksum: None, adler32, crc32, md5, sha1, sha224, sha256, sha384, sha512")
 	force := fs.Bool("f", false, "overwrite OUT")
+	addRemoteFlags(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/remote"
 )
 
 // unpackCache holds decoded blocks while unpacking; a .b2nd's C-order
@@ -27,6 +28,7 @@ func defaultUnpackName(in string) string {
 func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("unpack", stderr)
 	force := fs.Bool("f", false, "overwrite OUT")
+	addRemoteFlags(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -40,10 +42,10 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	}
 	// Whole chunks are read once each: no cache, blocks decode in place.
 	// A .b2nd's C-order view revisits blocks and needs one.
-	v, err := all.OpenView(in, pack.NoCache{})
+	v, err := openView(in, pack.NoCache{})
 	if err == nil && v.NPY {
 		v.Close()
-		v, err = all.OpenView(in, newUnpackCache())
+		v, err = openView(in, newUnpackCache())
 	}
 	if err != nil {
 		return err
@@ -57,6 +59,9 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	}
 	if out == "" {
 		out = defaultUnpackName(in)
+		if remote.IsURL(in) {
+			out = remoteUnpackName(in)
+		}
 	}
 	perm := os.FileMode(0o644)
 	if st, err := os.Stat(in); err == nil {
