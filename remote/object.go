@@ -30,13 +30,13 @@ type Object struct {
 	fmu      sync.Mutex
 	inflight []*fetch // GETs under way, for readers of the same bytes
 
-	ramu     sync.Mutex
-	lastEnd  int64 // where the last read ended
-	streak   int64 // bytes read sequentially
-	window   int64 // current read-ahead window
-	aheadTo  int64 // read-ahead requested up to here
-	changed  atomic.Bool
-	failOnce sync.Once
+	ramu    sync.Mutex
+	lastEnd int64 // where the last read ended
+	streak  int64 // bytes read sequentially
+	window  int64 // current read-ahead window
+	aheadTo int64 // read-ahead requested up to here
+	changed atomic.Bool
+	failed  atomic.Bool
 }
 
 // fetch is one GET under way.
@@ -90,6 +90,10 @@ func (s *Store) OpenInfo(info ObjectInfo) *Object {
 
 // Opened ends the opening phase: reads fetch only what they ask for.
 func (o *Object) Opened() { o.opening.Store(false) }
+
+// Failed reports whether a read of the object failed (and was logged),
+// whatever the layers above made of the error.
+func (o *Object) Failed() bool { return o.failed.Load() }
 
 // Changed reports whether a read found that the object was replaced.
 func (o *Object) Changed() bool { return o.changed.Load() }
@@ -248,7 +252,8 @@ func (o *Object) get(ctx context.Context, start, end int64) ([]byte, error) {
 	if errors.Is(lastErr, ErrChanged) {
 		o.changed.Store(true)
 	}
-	err := fmt.Errorf("%s: range [%d,%d): %w", o.Name(), start, end, lastErr)
+	o.failed.Store(true)
+	err := fmt.Errorf("%s: range [%d,%d): %w: %w", o.Name(), start, end, ErrRead, lastErr)
 	o.s.cfg.Logger.Print(err)
 	return nil, err
 }

@@ -61,6 +61,9 @@ var (
 	ErrNotFound = errors.New("remote: not found")
 	// ErrDenied reports a request refused for its credentials.
 	ErrDenied = errors.New("remote: access denied")
+	// ErrRead reports a range that could not be read: the object changed
+	// or every try failed. The failure has been logged.
+	ErrRead = errors.New("remote: read failed")
 	// ErrShortBody reports a response body shorter than its range.
 	ErrShortBody = errors.New("remote: truncated response body")
 )
@@ -194,14 +197,26 @@ func (s *Store) Client() *s3.Client { return s.client }
 // Check makes sure the bucket exists and the credentials are accepted,
 // with one request and an error that says which of them is wrong.
 func (s *Store) Check(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	s.stats.add(1, 0)
-	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)})
-	if err == nil {
-		return nil
+	var err error
+	for attempt := 1; attempt <= s.cfg.Attempts; attempt++ {
+		if attempt > 1 {
+			if err := sleep(ctx, backoff(attempt-1)); err != nil {
+				return err
+			}
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		s.stats.add(1, 0)
+		_, err = s.client.HeadBucket(rctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		err = s.describe(err, "bucket "+s.bucket)
+		if !retryable(err) {
+			return err
+		}
 	}
-	return s.describe(err, "bucket "+s.bucket)
+	return err
 }
 
 // describe turns an SDK error into one short line wrapping this package's

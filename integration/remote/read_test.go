@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bloscfs/bloscfs/internal/fakes3"
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/internal/testutil"
 	"github.com/bloscfs/bloscfs/pack"
@@ -403,3 +404,81 @@ func TestCLI(t *testing.T) {
 }
 
 func sha(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }
+
+// TestFaults mounts the bucket through a proxy that drops connections,
+// delays, answers 500 and 503 SlowDown and cuts bodies short, and
+// replaces objects while they are read: every read is bit-exact or EIO,
+// and the daemon keeps serving.
+func TestFaults(t *testing.T) {
+	requireServer(t)
+	faults := fakes3.NewFaults(endpoint, 0.25, 42)
+	defer faults.Close()
+	faults.Delay = 20 * time.Millisecond
+	m := mountRemote(t, "s3://"+bucket, "--endpoint", faults.URL, "--cache-size", "4MiB", "--remote-cache-size", "1MiB", "--dir-cache", "0s")
+	ok, eio := 0, 0
+	for _, fx := range readable(loadFixtures(t)) {
+		if fx.Kind == "b2nd" {
+			continue
+		}
+		got, err := os.ReadFile(viewPath(t, m, fx))
+		switch {
+		case errors.Is(err, syscall.EIO):
+			eio++
+		case err != nil:
+			t.Errorf("%s: %v", fx.Name, err)
+		case sha(got) != fx.PlainSHA:
+			t.Errorf("%s: wrong bytes through the faulty proxy", fx.Name)
+		default:
+			ok++
+		}
+	}
+	t.Logf("%d read bit-exact, %d EIO; faults: drop %d, 500 %d, 503 %d, delay %d, truncate %d", ok, eio,
+		faults.Count("drop"), faults.Count("500"), faults.Count("503"), faults.Count("delay"), faults.Count("truncate"))
+	if ok < 50 {
+		t.Errorf("only %d fixtures read through the faulty proxy", ok)
+	}
+
+	// An object replaced while it is open: the open handle reads the
+	// old bytes or gets EIO; a new open sees the new object.
+	s := newStore(t, bucket)
+	key := "replaced/series.bin"
+	old := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB
+	if err := s.Upload(context.Background(), key, bytes.NewReader(old)); err != nil {
+		t.Fatal(err)
+	}
+	faults.Rate.Store(0.0)
+	f, err := os.Open(m.path(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 4096)
+	if _, err := f.ReadAt(b, 0); err != nil || !bytes.Equal(b, old[:4096]) {
+		t.Fatalf("first read: %v", err)
+	}
+	repl := bytes.Repeat([]byte("ZYXWVUTSRQPONMLK"), 1<<18)
+	if err := s.Upload(context.Background(), key, bytes.NewReader(repl)); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{1 << 20, 3 << 20} {
+		_, err := f.ReadAt(b, off)
+		if err == nil && !bytes.Equal(b, old[off:off+4096]) {
+			t.Fatalf("read at %d after the replace: neither the old bytes nor EIO", off)
+		}
+		if err != nil && !errors.Is(err, syscall.EIO) {
+			t.Fatalf("read at %d after the replace: %v", off, err)
+		}
+	}
+	if !strings.Contains(m.logText(), "changed since it was opened") {
+		t.Errorf("no log line for the replaced object:\n%s", m.logText())
+	}
+	time.Sleep(1100 * time.Millisecond) // the kernel's attribute cache
+	g, err := os.ReadFile(m.path(key))
+	if err != nil || !bytes.Equal(g, repl) {
+		t.Errorf("reopened after the replace: %v, new bytes %v", err, bytes.Equal(g, repl))
+	}
+	// The daemon still serves.
+	if _, err := os.ReadDir(m.dir); err != nil {
+		t.Errorf("after the faults: %v", err)
+	}
+}
