@@ -16,6 +16,7 @@ import (
 	"github.com/bloscfs/bloscfs/cache"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/pack/frame"
 	"github.com/bloscfs/bloscfs/remote"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -162,6 +163,71 @@ func (r *RemoteFS) probe(info remote.ObjectInfo) *probe {
 	return p
 }
 
+// maxSparseIndex bounds the chunks.b2frame read into memory.
+const maxSparseIndex = 64 << 20
+
+// openSparse opens the sparse frame under prefix: its index object is
+// read whole, its chunk objects as the reads need them (by the ETags of
+// the listing).
+func (r *RemoteFS) openSparse(prefix string, c pack.BlockCache) (*all.View, *remote.Object, error) {
+	l, err := r.store.List(context.Background(), prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, ok := l.Objects[frame.IndexFile]
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: no %s: %w", r.store.Name(prefix), frame.IndexFile, pack.ErrUnknownFormat)
+	}
+	if info.Size > maxSparseIndex {
+		return nil, nil, fmt.Errorf("%s: %w: %s of %d bytes", r.store.Name(prefix), pack.ErrUnsupported, frame.IndexFile, info.Size)
+	}
+	idx := r.store.OpenInfo(info)
+	b := make([]byte, info.Size)
+	if _, err := idx.ReadAt(b, 0); err != nil && err != io.EOF {
+		return nil, idx, err
+	}
+	idx.Opened()
+	chunk := func(id int64) (io.ReaderAt, int64, error) {
+		ci, ok := l.Objects[frame.ChunkFileName(id)]
+		if !ok {
+			return nil, 0, fmt.Errorf("%s%s: %w", r.store.Name(prefix), frame.ChunkFileName(id), remote.ErrNotFound)
+		}
+		o := r.store.OpenInfo(ci)
+		o.Opened()
+		return o, ci.Size, nil
+	}
+	v, err := all.OpenSparseView(b, r.store.Name(strings.TrimSuffix(prefix, "/")), chunk, c)
+	return v, idx, err
+}
+
+// probeSparse records whether prefix holds a readable sparse frame.
+func (r *RemoteFS) probeSparse(prefix string) *probe {
+	l, err := r.store.List(context.Background(), prefix)
+	if err != nil {
+		return &probe{}
+	}
+	info, ok := l.Objects[frame.IndexFile]
+	if !ok {
+		return &probe{}
+	}
+	key := info.Key + "\x00" + info.ETag
+	if p, ok := r.probes.Get(key); ok {
+		return p
+	}
+	p := &probe{}
+	v, idx, err := r.openSparse(prefix, pack.NoCache{})
+	if err != nil {
+		if idx != nil && idx.Failed() {
+			return p // try again next time
+		}
+		r.f.warnOnce("%s: shown as a directory: %v", r.store.Name(prefix), err)
+	} else {
+		p.ok, p.size, p.info, p.npy = true, v.Size, v.Container.Info(), v.NPY
+	}
+	r.probes.Add(key, p)
+	return p
+}
+
 // remoteDir is a prefix shown as a directory.
 type remoteDir struct {
 	gofs.Inode
@@ -191,7 +257,8 @@ func (d *remoteDir) entries(ctx context.Context) ([]entry, *remote.Listing, sysc
 		ents = append(ents, diskEntry{name: name, container: func() bool { return d.r.probe(info).ok }})
 	}
 	for name := range l.Prefixes {
-		ents = append(ents, diskEntry{name: name, dir: true})
+		p := d.prefix + name + "/"
+		ents = append(ents, diskEntry{name: name, dir: true, container: func() bool { return d.r.probeSparse(p).ok }})
 	}
 	return mapNames(ents), l, 0
 }
@@ -205,6 +272,16 @@ func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	for _, e := range ents {
 		if e.view != name {
 			continue
+		}
+		if e.dir && e.compressed {
+			p := d.prefix + e.disk + "/"
+			sl, err := d.r.store.List(context.Background(), p)
+			if err != nil || sl.Objects[frame.IndexFile].Key == "" {
+				return nil, syscall.EIO
+			}
+			n := &remoteFile{r: d.r, info: sl.Objects[frame.IndexFile], sparse: p, pr: d.r.probeSparse(p)}
+			n.fill(&out.Attr)
+			return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(p)}), 0
 		}
 		if e.dir {
 			p := d.prefix + e.disk + "/"
@@ -231,7 +308,9 @@ func (d *remoteDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno)
 	}
 	list := make([]fuse.DirEntry, 0, len(ents))
 	for _, e := range ents {
-		if e.dir {
+		if e.dir && e.compressed {
+			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFREG, Ino: ino(d.prefix + e.disk + "/")})
+		} else if e.dir {
 			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFDIR, Ino: ino(d.prefix + e.disk + "/")})
 		} else {
 			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFREG, Ino: ino(l.Objects[e.disk].Key)})
@@ -268,10 +347,12 @@ type remoteFile struct {
 	gofs.Inode
 	r *RemoteFS
 
+	sparse string // a sparse frame: its prefix ("" for an object)
+
 	mu   sync.Mutex
-	info remote.ObjectInfo
-	pr   *probe     // nil or !ok: shown raw
-	cur  *openState // the version handles open, shared
+	info remote.ObjectInfo // the object, or a sparse frame's index
+	pr   *probe            // nil or !ok: shown raw
+	cur  *openState        // the version handles open, shared
 }
 
 // openState is one opened version of an object.
@@ -344,7 +425,18 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	n.mu.Lock()
 	wasCompressed := n.compressed()
 	n.mu.Unlock()
-	if wasCompressed {
+	if n.sparse != "" {
+		if cur != nil && cur.obj.ETag != info.ETag {
+			n.r.store.Invalidate(n.sparse) // the chunks changed too
+		}
+		v, idx, err := n.r.openSparse(n.sparse, n.r.f.cache)
+		if err != nil {
+			n.r.f.warnOnce("%v", err)
+			return nil, 0, syscall.EIO
+		}
+		st.obj, st.view, st.size = idx, v, v.Size
+		info = idx.ObjectInfo
+	} else if wasCompressed {
 		v, err := all.OpenViewReader(st.obj, info.Size, st.obj.Name(), n.r.f.cache)
 		if err != nil {
 			n.r.f.warnOnce("%v", err)
@@ -356,7 +448,9 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	n.mu.Lock()
 	changed := n.info.ETag != info.ETag
 	n.info, n.cur = info, st
-	if wasCompressed {
+	if n.sparse != "" {
+		n.pr = n.r.probeSparse(n.sparse)
+	} else if wasCompressed {
 		n.pr = n.r.probe(info)
 	}
 	n.mu.Unlock()

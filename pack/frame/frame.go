@@ -140,6 +140,9 @@ type Frame struct {
 	r      io.ReaderAt // contiguous: the frame; sparse: chunks.b2frame in memory
 	dir    string      // sparse: the directory
 	sparse bool
+	// chunkFile, when set, opens a sparse frame's chunk files (see
+	// OpenSparse); else they are files in dir.
+	chunkFile func(id int64) (io.ReaderAt, int64, error)
 	hdr    header
 
 	meta   []metaEntry // header metalayers, in order
@@ -577,6 +580,13 @@ func (f *Frame) chunkPath(id int64) string {
 // available to it (the rest of the chunks section, or the chunk file).
 func (f *Frame) storedChunk(i int) (io.ReaderAt, int64, error) {
 	v := f.entry(i)
+	if f.sparse && f.chunkFile != nil {
+		r, n, err := f.chunkFile(v)
+		if err != nil {
+			return nil, 0, f.errf(pack.ErrFormat, "chunk %d: %w", i, err)
+		}
+		return r, n, nil
+	}
 	if f.sparse {
 		path := f.chunkPath(v)
 		st, err := os.Stat(path)
