@@ -20,7 +20,7 @@ FUZZ_TARGETS := \
 	./pack/bloscpack:FuzzOpen \
 	./pack/frame:FuzzOpenFrame
 
-.PHONY: all build deps test test-long unit race purego canary fuzz fuzz-long vet fmt-check bench bench-mount run stop clean
+.PHONY: all build deps test test-long unit race purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote run stop clean
 
 all: build
 
@@ -101,12 +101,17 @@ test-long: deps
 
 # bench runs the codec, shuffle and container benchmarks, then the mount
 # benchmark (root; BLOSCFS_BENCH_SIZE MiB files, 1024 by default).
-bench: bench-mount
+bench: bench-mount bench-remote
 	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/... ./pack/...
 	$(GO) test -run='^$$' -bench=BenchmarkWrite -benchtime=1x -timeout=40m ./integration/writes/
 
 bench-mount:
 	$(GO) test -run='^$$' -bench=BenchmarkMount -benchtime=1x -timeout=30m ./fs/
+
+# bench-remote compares a remote mount (versitygw on 127.0.0.1) with a
+# local mount of the same files (root; BLOSCFS_BENCH_SIZE MiB).
+bench-remote: deps
+	$(GO) test -run='^$$' -bench=BenchmarkRemote -benchtime=1x -timeout=30m ./integration/remote/
 
 # run mounts the bundled examples at ./mnt (see README.md); make stop
 # unmounts it.

@@ -189,3 +189,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(xml.Header))
 	w.Write(b)
 }
+
+// Flush passes a flush on.
+func (c countingWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap returns the wrapped writer (for http.ResponseController).
+func (c countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

@@ -33,6 +33,9 @@ type Faults struct {
 	rng   *rand.Rand
 	// Injected counts the faults injected, by kind.
 	Injected sync.Map // string → *atomic.Int64
+	// Requests and Bytes count the requests forwarded and the response
+	// body bytes sent back.
+	Requests, Bytes atomic.Int64
 }
 
 // NewFaults starts a proxy to target on 127.0.0.1 that fails a rate
@@ -69,6 +72,8 @@ func (f *Faults) Count(kind string) int64 {
 
 // ServeHTTP forwards one request, perhaps failing it.
 func (f *Faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.Requests.Add(1)
+	w = countingWriter{w, &f.Bytes}
 	f.mu.Lock()
 	fail := f.rng.Float64() < f.Rate.Load().(float64)
 	kind := f.rng.IntN(5)
