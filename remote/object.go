@@ -143,6 +143,13 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64) error {
 			pos += put(b)
 			continue
 		}
+		if o.s.disk != nil {
+			if start, b := o.s.disk.get(o.s.bucket+"\x00"+o.cacheID, pos); b != nil {
+				o.s.cache.put(o.cacheID, start, b)
+				pos += put(b[pos-start:])
+				continue
+			}
+		}
 		if f := o.waitInflight(pos); f != nil {
 			if f.err != nil {
 				return f.err
@@ -216,6 +223,9 @@ func (o *Object) fetchRange(ctx context.Context, pos, start, end int64) (int64, 
 	f.err = err
 	if err == nil {
 		o.s.cache.put(o.cacheID, start, data)
+		if o.s.disk != nil {
+			o.s.disk.put(o.s.bucket+"\x00"+o.cacheID, start, data)
+		}
 	}
 	o.fmu.Lock()
 	for i, x := range o.inflight {

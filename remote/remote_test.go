@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"io/fs"
 	"log"
 	"math/rand/v2"
 	"os"
@@ -433,4 +434,59 @@ func TestBigFrameUnderFaults(t *testing.T) {
 	req, byt := s.Stats().Snapshot()
 	t.Logf("%d reads failed; %d requests, %d bytes; faults: drop %d, 500 %d, 503 %d, delay %d, truncate %d", fails, req, byt,
 		faults.Count("drop"), faults.Count("500"), faults.Count("503"), faults.Count("delay"), faults.Count("truncate"))
+}
+
+// TestCacheDir: ranges fetched by one store are served from the cache
+// directory to a new store (a remount) without requests, and not for a
+// replaced object; the directory stays within its bound.
+func TestCacheDir(t *testing.T) {
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i * 7 >> 5)
+	}
+	srv.Put("k", data)
+	dir := t.TempDir()
+	read := func(s *remote.Store) ([]byte, error) {
+		o, err := s.Open(context.Background(), "k")
+		if err != nil {
+			return nil, err
+		}
+		o.Opened()
+		b := make([]byte, 100000)
+		_, err = o.ReadAt(b, 1<<20)
+		return b, err
+	}
+	s1 := newStore(t, srv.URL, "bkt", remote.Config{CacheDir: dir, CacheDirSize: 1 << 20, ReadAheadMax: -1})
+	if b, err := read(s1); err != nil || !bytes.Equal(b, data[1<<20:1<<20+100000]) {
+		t.Fatalf("first read: %v", err)
+	}
+	s2 := newStore(t, srv.URL, "bkt", remote.Config{CacheDir: dir, CacheDirSize: 1 << 20, ReadAheadMax: -1})
+	srv.ResetCounts()
+	if b, err := read(s2); err != nil || !bytes.Equal(b, data[1<<20:1<<20+100000]) {
+		t.Fatalf("read after a remount: %v", err)
+	}
+	if req, byt := srv.Counts(); req != 1 || byt != 0 { // the HEAD of open
+		t.Errorf("read after a remount: %d requests, %d bytes", req, byt)
+	}
+	// A replaced object is fetched anew.
+	data2 := bytes.Repeat([]byte{9}, 3<<20)
+	srv.Put("k", data2)
+	s3 := newStore(t, srv.URL, "bkt", remote.Config{CacheDir: dir, CacheDirSize: 1 << 20, ReadAheadMax: -1})
+	if b, err := read(s3); err != nil || !bytes.Equal(b, data2[1<<20:1<<20+100000]) {
+		t.Fatalf("read of the replaced object: %v", err)
+	}
+	var total int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				total += info.Size()
+			}
+		}
+		return nil
+	})
+	if total > 1<<20 {
+		t.Errorf("the cache dir holds %d bytes, bound 1 MiB", total)
+	}
 }

@@ -48,6 +48,11 @@ type Config struct {
 	ReadAheadMin, ReadAheadMax int64
 	// DirCache is how long a listing is reused (default 60s; < 0: never).
 	DirCache time.Duration
+	// CacheDir, when set, keeps fetched ranges in files there too, up to
+	// CacheDirSize bytes (default 4 GiB), across mounts: keyed by the
+	// object's ETag, so a replaced object never matches.
+	CacheDir     string
+	CacheDirSize int64
 	// Logger receives one line per failed read (default: stderr).
 	Logger *log.Logger
 }
@@ -74,6 +79,7 @@ type Store struct {
 	bucket string
 	cfg    Config
 	cache  *rangeCache
+	disk   *diskCache    // nil without Config.CacheDir
 	ahead  chan struct{} // bounds the read-ahead GETs in flight
 
 	stats Stats
@@ -181,14 +187,23 @@ func New(ctx context.Context, bucket string, cfg Config) (*Store, error) {
 			o.UsePathStyle = *cfg.PathStyle
 		}
 	})
-	return &Store{
+	st := &Store{
 		client: client,
 		bucket: bucket,
 		cfg:    cfg,
 		cache:  newRangeCache(cfg.CacheSize),
 		ahead:  make(chan struct{}, 8),
 		lists:  map[string]*listEntry{},
-	}, nil
+	}
+	if cfg.CacheDir != "" {
+		if cfg.CacheDirSize <= 0 {
+			cfg.CacheDirSize = 4 << 30
+		}
+		if st.disk, err = openDiskCache(cfg.CacheDir, cfg.CacheDirSize); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
 }
 
 // Client returns the S3 client (for uploads).

@@ -31,6 +31,24 @@ type remoteFlags struct {
 	dirCache  *time.Duration
 	cacheSize *string
 	timeout   *time.Duration
+	cacheDir  *absPath
+	dirSize   *string
+}
+
+// absPath is a flag holding a path made absolute when it is parsed (the
+// mount daemon runs in /).
+type absPath string
+
+func (a *absPath) String() string { return string(*a) }
+
+func (a *absPath) Set(s string) error {
+	if s == "" {
+		*a = ""
+		return nil
+	}
+	p, err := filepath.Abs(s)
+	*a = absPath(p)
+	return err
 }
 
 // rflags holds the flags of the command being run.
@@ -46,7 +64,10 @@ func addRemoteFlags(fs *flag.FlagSet) {
 		dirCache:  fs.Duration("dir-cache", 60*time.Second, "how long a remote listing is reused"),
 		cacheSize: fs.String("remote-cache-size", "256MiB", "memory for fetched compressed ranges"),
 		timeout:   fs.Duration("request-timeout", 30*time.Second, "deadline of one request to the store"),
+		cacheDir:  new(absPath),
+		dirSize:   fs.String("cache-dir-size", "4GiB", "bound of --cache-dir"),
 	}
+	fs.Var(rflags.cacheDir, "cache-dir", "keep fetched ranges of remote objects in this directory too, across mounts")
 }
 
 // remoteConfig returns the store configuration the flags ask for.
@@ -77,6 +98,10 @@ func remoteConfig(logger *log.Logger) (remote.Config, error) {
 		return cfg, fmt.Errorf("%w: --remote-cache-size %q (at least 1MiB)", errUsage, *f.cacheSize)
 	}
 	cfg.CacheSize = n
+	cfg.CacheDir = string(*f.cacheDir)
+	if cfg.CacheDirSize, err = parseSize(*f.dirSize); err != nil || cfg.CacheDirSize < 1<<20 {
+		return cfg, fmt.Errorf("%w: --cache-dir-size %q (at least 1MiB)", errUsage, *f.dirSize)
+	}
 	return cfg, nil
 }
 

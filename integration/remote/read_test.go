@@ -140,7 +140,17 @@ func itoa(i int) string { return fmt.Sprint(i) }
 // TestNumpy: np.fromfile and np.memmap of a float64 file, and
 // np.load(mmap_mode='r') of every .b2nd's .npy view.
 func TestNumpy(t *testing.T) {
-	m := mountRemote(t, "s3://"+bucket)
+	// With an on-disk range cache, read twice: the second mount reads
+	// from it.
+	cacheDir := t.TempDir()
+	m0 := mountRemote(t, "s3://"+bucket, "--cache-dir", cacheDir)
+	testNumpy(t, m0)
+	m0.cleanup(t)
+	m := mountRemote(t, "s3://"+bucket, "--cache-dir", cacheDir)
+	testNumpy(t, m)
+}
+
+func testNumpy(t *testing.T, m *mount) {
 	py := testutil.Python(t, "numpy")
 	checked := 0
 	for _, fx := range readable(loadFixtures(t)) {
