@@ -140,10 +140,11 @@ type Frame struct {
 	r      io.ReaderAt // contiguous: the frame; sparse: chunks.b2frame in memory
 	dir    string      // sparse: the directory
 	sparse bool
+	hdr    header
+
 	// chunkFile, when set, opens a sparse frame's chunk files (see
 	// OpenSparse); else they are files in dir.
 	chunkFile func(id int64) (io.ReaderAt, int64, error)
-	hdr    header
 
 	meta   []metaEntry // header metalayers, in order
 	vlmeta []metaEntry // trailer vlmetalayers (stored Blosc2 chunks), in order
