@@ -511,12 +511,19 @@ func (n *remoteFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscal
 
 // remoteHandle is an open object version.
 type remoteHandle struct {
-	n      *remoteFile
-	st     *openState
-	failed atomic.Bool
+	n        *remoteFile
+	st       *openState
+	next     atomic.Int64 // end of the last read (0 before the first)
+	ahead    atomic.Bool  // a read-ahead is running
+	aheadEnd atomic.Int64 // where the last read-ahead ended
+	aheadWG  sync.WaitGroup
+	closed   atomic.Bool
 }
 
-var _ = (gofs.FileReader)((*remoteHandle)(nil))
+var (
+	_ = (gofs.FileReader)((*remoteHandle)(nil))
+	_ = (gofs.FileReleaser)((*remoteHandle)(nil))
+)
 
 // Read serves a READ from the version opened. A failure (the object
 // changed, the store failed every try, corrupt data) gives EIO; the
@@ -526,12 +533,56 @@ func (h *remoteHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 		return fuse.ReadResultData(nil), 0
 	}
 	want := dest[:min(int64(len(dest)), h.st.size-off)]
-	n, err := h.st.view.ReadAt(want, off)
+	last := h.next.Load()
+	seq := off >= last-seqWindow && off <= last+seqWindow
+	var n int
+	var err error
+	if v, ok := h.st.view.(*all.View); ok && seq {
+		n, err = v.ReadAtOnce(want, off) // the kernel keeps these pages
+	} else {
+		n, err = h.st.view.ReadAt(want, off)
+	}
 	if err != nil && err != io.EOF {
 		if !h.st.obj.Failed() {
 			h.n.r.f.warnOnce("read error: %v", err)
 		}
 		return nil, syscall.EIO
 	}
+	end := off + int64(n)
+	h.next.Store(end)
+	if !seq {
+		h.aheadEnd.Store(0)
+	} else if off > 0 {
+		h.readAheadFrom(end)
+	}
 	return fuse.ReadResultData(want[:n]), 0
+}
+
+// readAheadFrom decodes the blocks up to ReadAhead bytes past a
+// sequential read in the background (their compressed bytes come from the
+// object's own read-ahead GETs), one read-ahead at a time per handle.
+func (h *remoteHandle) readAheadFrom(off int64) {
+	v, ok := h.st.view.(*all.View)
+	ra := h.n.r.f.opts.ReadAhead
+	to := min(off+ra, h.st.size)
+	off = max(off, h.aheadEnd.Load())
+	if !ok || ra <= 0 || off >= to || !h.ahead.CompareAndSwap(false, true) {
+		return
+	}
+	h.aheadEnd.Store(to)
+	h.aheadWG.Add(1)
+	go func() {
+		defer h.aheadWG.Done()
+		defer h.ahead.Store(false)
+		for pos := off; pos < to && !h.closed.Load(); pos += aheadStep {
+			v.Prefetch(pos, min(aheadStep, to-pos), h.next.Load) // errors surface on the real read
+		}
+	}()
+}
+
+// Release waits for the handle's read-ahead.
+func (h *remoteHandle) Release(ctx context.Context) syscall.Errno {
+	h.closed.Store(true)
+	h.aheadWG.Wait()
+	return 0
 }
