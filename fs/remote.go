@@ -242,30 +242,70 @@ var (
 	_ = (gofs.NodeStatfser)((*remoteDir)(nil))
 )
 
-// entries returns the directory's view entries and the listing.
-func (d *remoteDir) entries(ctx context.Context) ([]entry, *remote.Listing, syscall.Errno) {
+// probeParallel is how many objects a directory listing probes at once.
+const probeParallel = 16
+
+// entries returns the view entries of the directory and the listing:
+// all of them, or with only, those that could be shown as that name (as
+// the local resolve does: a lookup probes its candidates, not the
+// directory).
+func (d *remoteDir) entries(only string) ([]entry, *remote.Listing, syscall.Errno) {
 	l, err := d.r.store.List(context.Background(), d.prefix) // not the request's: an interrupt must not fail a shared listing
 	if err != nil {
 		d.r.f.warnOnce("%v", err)
 		return nil, nil, syscall.EIO
 	}
-	ents := make([]diskEntry, 0, len(l.Objects)+len(l.Prefixes))
-	for name, info := range l.Objects {
+	var names []string
+	if only != "" {
+		names = diskCandidates(only)
+	} else {
+		names = make([]string, 0, len(l.Objects)+len(l.Prefixes))
+		for name := range l.Objects {
+			names = append(names, name)
+		}
+		for name := range l.Prefixes {
+			names = append(names, name)
+		}
+	}
+	var ents []diskEntry
+	var toProbe []remote.ObjectInfo
+	for _, name := range names {
 		if l.Prefixes[name] {
+			p := d.prefix + name + "/"
+			ents = append(ents, diskEntry{name: name, dir: true, container: func() bool { return d.r.probeSparse(p).ok }})
 			continue // a prefix and an object of one name: the prefix wins
+		}
+		info, ok := l.Objects[name]
+		if !ok {
+			continue
+		}
+		if _, suffixed := stemView(name); suffixed {
+			toProbe = append(toProbe, info)
 		}
 		ents = append(ents, diskEntry{name: name, container: func() bool { return d.r.probe(info).ok }})
 	}
-	for name := range l.Prefixes {
-		p := d.prefix + name + "/"
-		ents = append(ents, diskEntry{name: name, dir: true, container: func() bool { return d.r.probeSparse(p).ok }})
+	// Probe the objects with a container suffix in parallel first: each
+	// costs a round trip or two.
+	if len(toProbe) > 1 {
+		sem := make(chan struct{}, probeParallel)
+		var wg sync.WaitGroup
+		for _, info := range toProbe {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				d.r.probe(info)
+			}()
+		}
+		wg.Wait()
 	}
 	return mapNames(ents), l, 0
 }
 
 // Lookup finds a child by its view name.
 func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ents, l, errno := d.entries(ctx)
+	ents, l, errno := d.entries(name)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -302,7 +342,7 @@ func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 
 // Readdir lists the directory with mapped names.
 func (d *remoteDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	ents, l, errno := d.entries(ctx)
+	ents, l, errno := d.entries("")
 	if errno != 0 {
 		return nil, errno
 	}

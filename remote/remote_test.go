@@ -490,3 +490,23 @@ func TestCacheDir(t *testing.T) {
 		t.Errorf("the cache dir holds %d bytes, bound 1 MiB", total)
 	}
 }
+
+// TestList100k lists a prefix of 100,000 objects (100 pages).
+func TestList100k(t *testing.T) {
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	for i := range 100000 {
+		srv.Put("big/"+strconv.Itoa(i)+".b2frame", nil)
+	}
+	s := newStore(t, srv.URL, "bkt", remote.Config{})
+	l, err := s.List(context.Background(), "big/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Objects) != 100000 {
+		t.Fatalf("%d objects listed", len(l.Objects))
+	}
+	if req, _ := s.Stats().Snapshot(); req != 100 {
+		t.Errorf("%d requests, want 100 pages", req)
+	}
+}

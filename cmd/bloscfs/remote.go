@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	rdebug "runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -291,6 +292,12 @@ func mountRemote(u, mnt string, o bfs.Options) (*fuse.Server, error) {
 		return nil, err
 	}
 	o.FsName = strings.ReplaceAll(u, ",", "_")
+	// The heap also holds fetched ranges and read-ahead GETs in flight.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if n, err := parseSize(*rflags.cacheSize); err == nil {
+			rdebug.SetMemoryLimit(o.CacheSize + n + 64<<20 + 48<<20)
+		}
+	}
 	server, _, err := bfs.MountRemote(s, prefix, mnt, o)
 	if err != nil {
 		return nil, err
