@@ -115,8 +115,8 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	want := min(int64(len(p)), o.Size-off)
-	o.readAhead(off, want)
-	if err := o.read(context.Background(), p[:want], off, want); err != nil {
+	seq := o.readAhead(off, want)
+	if err := o.read(context.Background(), p[:want], off, want, seq); err != nil {
 		return 0, err
 	}
 	if want < int64(len(p)) {
@@ -127,8 +127,10 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 
 // read fills p from off, from the cache, from GETs under way, or with new
 // GETs of the missing ranges. A nil p fetches [off, off+n) into the cache
-// (read-ahead) without copying.
-func (o *Object) read(ctx context.Context, p []byte, off, n int64) error {
+// (read-ahead) without copying. A sequential reader (seq) that must fetch
+// fetches at least ReadAheadMin bytes, so that it does not fall into
+// block-sized GETs when it overtakes its read-ahead.
+func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) error {
 	end := off + n
 	pos := off
 	put := func(b []byte) int64 {
@@ -158,8 +160,11 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64) error {
 		}
 		// Fetch from pos to the next cached range or GET under way.
 		fs, fe := pos, end
-		if nx := o.s.cache.next(o.cacheID, pos, end, coalesceGap); nx >= 0 && nx < fe {
-			fe = nx
+		if seq {
+			fe = min(o.Size, max(fe, pos+o.s.cfg.ReadAheadMin))
+		}
+		if nx := o.s.cache.next(o.cacheID, pos, fe, coalesceGap); nx > pos && nx < fe {
+			fe = nx // up to the next cached range
 		}
 		if o.opening.Load() {
 			fs = fs &^ (OpenWindow - 1)
@@ -309,10 +314,10 @@ func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]b
 // in sequence, GETs of the window past its position start in the
 // background, the window doubling on each sequential read up to
 // ReadAheadMax; a jump resets it.
-func (o *Object) readAhead(off, n int64) {
+func (o *Object) readAhead(off, n int64) (seq bool) {
 	max := o.s.cfg.ReadAheadMax
 	if max <= 0 || o.opening.Load() {
-		return
+		return false
 	}
 	o.ramu.Lock()
 	if off >= o.lastEnd-seqSlack && off <= o.lastEnd+seqSlack && o.streak > 0 {
@@ -323,30 +328,32 @@ func (o *Object) readAhead(off, n int64) {
 	}
 	if o.streak < seqThreshold {
 		o.ramu.Unlock()
-		return
+		return false
 	}
 	from := max64(o.aheadTo, off+n)
 	to := min(o.Size, off+n+o.window)
-	if to <= from {
+	part := max64(min(o.window/4, 8<<20), 1<<20)
+	// Wait until a whole part is due: once the window stops growing,
+	// each read moves its end by a block only, and a GET per block is
+	// what read-ahead is there to avoid.
+	if to-from < part && to < o.Size || to <= from {
 		o.ramu.Unlock()
-		return
+		return true
 	}
 	o.aheadTo = to
 	o.window = min(2*o.window, max)
-	part := min(o.window/4, 8<<20)
-	part = max64(part, 1<<20)
 	o.ramu.Unlock()
 	for s := from; s < to; s += part {
 		e := min(to, s+part)
 		go func() {
 			o.s.ahead <- struct{}{}
 			defer func() { <-o.s.ahead }()
-			if o.s.cache.get(o.cacheID, s) != nil {
-				return
-			}
-			o.read(context.Background(), nil, s, e-s) // errors surface on the real read
+			// Only what is missing: a reader that overtook the
+			// read-ahead has fetched some of it.
+			o.read(context.Background(), nil, s, e-s, false) // errors surface on the real read
 		}()
 	}
+	return true
 }
 
 func max64(a, b int64) int64 {

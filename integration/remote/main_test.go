@@ -154,6 +154,7 @@ func startServer(gw, data string) (func(), error) {
 	for k, v := range map[string]string{
 		"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret,
 		"AWS_REGION": "us-east-1", "AWS_PROFILE": "", "AWS_SESSION_TOKEN": "",
+		"AWS_EC2_METADATA_DISABLED": "true", // no request off loopback
 	} {
 		if v == "" {
 			os.Unsetenv(k)

@@ -493,3 +493,39 @@ func TestFaults(t *testing.T) {
 		t.Errorf("after the faults: %v", err)
 	}
 }
+
+// TestProfile: credentials from AWS_PROFILE and the shared files, none in
+// the environment.
+func TestProfile(t *testing.T) {
+	requireServer(t)
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	conf := filepath.Join(dir, "config")
+	body := fmt.Sprintf("[archive]\naws_access_key_id = %s\naws_secret_access_key = %s\n", os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"))
+	if err := os.WriteFile(creds, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("[profile archive]\nregion = us-east-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_ACCESS_KEY_ID=") && !strings.HasPrefix(kv, "AWS_SECRET_ACCESS_KEY=") && !strings.HasPrefix(kv, "AWS_REGION=") {
+			env = append(env, kv)
+		}
+	}
+	run := func(extra ...string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "info", "s3://"+bucket+"/codec_lz4.blp")
+		cmd.Env = append(append([]string(nil), env...), extra...)
+		return cmd.CombinedOutput()
+	}
+	if out, err := run("AWS_PROFILE=archive", "AWS_SHARED_CREDENTIALS_FILE="+creds, "AWS_CONFIG_FILE="+conf); err != nil || !strings.Contains(string(out), "lz4") {
+		t.Errorf("with AWS_PROFILE: %v: %s", err, out)
+	}
+	// (No instance metadata lookup: the tests stay on loopback.)
+	if out, err := run("AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "none"), "AWS_CONFIG_FILE="+filepath.Join(dir, "none"), "AWS_EC2_METADATA_DISABLED=true"); err == nil {
+		t.Errorf("without credentials: succeeded: %s", out)
+	}
+}
