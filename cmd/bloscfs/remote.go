@@ -295,7 +295,7 @@ func mountRemote(u, mnt string, o bfs.Options) (*fuse.Server, error) {
 	// The heap also holds fetched ranges and read-ahead GETs in flight.
 	if os.Getenv("GOMEMLIMIT") == "" {
 		if n, err := parseSize(*rflags.cacheSize); err == nil {
-			rdebug.SetMemoryLimit(o.CacheSize + n + 64<<20 + 48<<20)
+			rdebug.SetMemoryLimit(o.CacheSize + n + 48<<20)
 		}
 	}
 	server, _, err := bfs.MountRemote(s, prefix, mnt, o)
