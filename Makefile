@@ -4,6 +4,11 @@ GO ?= go
 FUZZTIME ?= 5s
 BENCHTIME ?= 1s
 APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync
+# The S3 server of the remote integration tests, built once per machine
+# into a folder outside the checkout.
+TOOLS_DIR ?= $(HOME)/.cache/bloscfs-tools/bin
+VERSITYGW_VERSION := v1.8.0
+export BLOSCFS_VERSITYGW := $(TOOLS_DIR)/versitygw
 
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
@@ -15,7 +20,7 @@ FUZZ_TARGETS := \
 	./pack/bloscpack:FuzzOpen \
 	./pack/frame:FuzzOpenFrame
 
-.PHONY: all build deps test test-long unit race purego canary fuzz fuzz-long vet fmt-check bench bench-mount run stop clean
+.PHONY: all build deps test test-long unit race purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote run stop clean
 
 all: build
 
@@ -61,6 +66,10 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
 	fi
 	$(GO) mod download
+	@if [ ! -x "$(BLOSCFS_VERSITYGW)" ]; then \
+		echo "installing versitygw $(VERSITYGW_VERSION) into $(TOOLS_DIR) (a few minutes, once)"; \
+		GOBIN="$(TOOLS_DIR)" $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); \
+	fi
 
 vet:
 	$(GO) vet ./...
@@ -115,12 +124,17 @@ test-long: deps
 
 # bench runs the codec, shuffle and container benchmarks, then the mount
 # benchmark (root; BLOSCFS_BENCH_SIZE MiB files, 1024 by default).
-bench: bench-mount
+bench: bench-mount bench-remote
 	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/... ./pack/...
 	$(GO) test -run='^$$' -bench=BenchmarkWrite -benchtime=1x -timeout=40m ./integration/writes/
 
 bench-mount:
 	$(GO) test -run='^$$' -bench=BenchmarkMount -benchtime=1x -timeout=30m ./fs/
+
+# bench-remote compares a remote mount (versitygw on 127.0.0.1) with a
+# local mount of the same files (root; BLOSCFS_BENCH_SIZE MiB).
+bench-remote: deps
+	$(GO) test -run='^$$' -bench=BenchmarkRemote -benchtime=1x -timeout=30m ./integration/remote/
 
 # run mounts the bundled examples at ./mnt (see README.md); make stop
 # unmounts it.

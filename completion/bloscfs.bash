@@ -33,15 +33,18 @@ _bloscfs() {
 		COMPREPLY=($(compgen -W "ro rw allow_other nonempty noatime debug cache_size= read_ahead= new_format= log= fsname=" -- "$cur"))
 		return
 		;;
-	--cache-size | --read-ahead | --chunk-size | --clevel | --typesize | --chunkshape | --blockshape) return ;;
+	--cache-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+	--s3-path-style) COMPREPLY=($(compgen -W "true false" -- "$cur")); return ;;
+	--cache-size | --read-ahead | --chunk-size | --clevel | --typesize | --chunkshape | --blockshape | --endpoint | --region | --request-timeout | --remote-cache-size | --dir-cache | --cache-dir-size) return ;;
 	esac
-	local flags
+	local flags remote="--endpoint --s3-path-style --anonymous --region --request-timeout --remote-cache-size --dir-cache --cache-dir --cache-dir-size"
 	case $cmd in
-	mount) flags="--foreground -f --options -o --cache-size --read-ahead --read-only --log --debug -d --new-format --codec --clevel --filter --typesize --chunk-size --help" ;;
+	mount) flags="--foreground -f --options -o --cache-size --read-ahead --read-only --log --debug -d --new-format --codec --clevel --filter --typesize --chunk-size $remote --help" ;;
 	unmount) flags="--lazy -l --help" ;;
-	stats | info | verify) flags="--json --help" ;;
-	pack) flags="--format --chunkshape --blockshape --codec --clevel --filter --typesize --chunk-size --checksum --force -f --quiet -q --help" ;;
-	unpack) flags="--force -f --quiet -q --help" ;;
+	stats) flags="--json --help" ;;
+	info | verify) flags="--json $remote --help" ;;
+	pack) flags="--format --chunkshape --blockshape --codec --clevel --filter --typesize --chunk-size --checksum --force -f --quiet -q $remote --help" ;;
+	unpack) flags="--force -f --quiet -q $remote --help" ;;
 	help) COMPREPLY=($(compgen -W "mount unmount stats pack unpack info verify version" -- "$cur")); return ;;
 	*) flags="--help" ;;
 	esac

@@ -18,6 +18,7 @@ import (
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/pack/bloscpack"
 	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/remote"
 )
 
 func newUnpackCache() pack.BlockCache { return cache.New[pack.BlockKey](unpackCache) }
@@ -74,7 +75,7 @@ type errorRecord struct {
 }
 
 func describe(path string) (*infoRecord, error) {
-	v, err := all.OpenView(followArg(path), pack.NoCache{})
+	v, err := openView(path, pack.NoCache{})
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +178,7 @@ func newJSON(w io.Writer) *json.Encoder {
 func cmdInfo(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("info", stdout)
 	asJSON := fs.Bool("json", false, "print JSON: one object per file, {\"path\", \"error\"} for a file that cannot be read")
+	addRemoteFlags(fs)
 	files, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -291,7 +293,7 @@ type verifyRecord struct {
 func verifyOne(path string, stderr io.Writer) verifyRecord {
 	rec := verifyRecord{Path: path}
 	// The container's own bytes, not the .npy view: every chunk once.
-	c, closer, err := pack.OpenPath(followArg(path), pack.NoCache{})
+	c, closer, err := openContainer(path, pack.NoCache{})
 	if err != nil {
 		rec.Error = oneLine(err)
 		return rec
@@ -329,6 +331,7 @@ func isContainer(path string) bool {
 func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	flags := newFlags("verify", stdout)
 	asJSON := flags.Bool("json", false, "print JSON")
+	addRemoteFlags(flags)
 	paths, err := parseFlags(flags, args)
 	if err != nil {
 		return err
@@ -342,7 +345,15 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	var recs []verifyRecord
-	err = walkContainers(paths, func(p string, err error) {
+	var local []string
+	for _, p := range paths {
+		if remote.IsURL(p) {
+			recs = append(recs, verifyRemote(p, stderr)...)
+		} else {
+			local = append(local, p)
+		}
+	}
+	err = walkContainers(local, func(p string, err error) {
 		if err != nil {
 			recs = append(recs, verifyRecord{Path: p, Error: errorText(p, err)})
 			return

@@ -49,7 +49,7 @@ func init() {
 		{"mount", "[flags] SOURCE MOUNTPOINT", mountHelp, cmdMount},
 		{"unmount", "[-l] MOUNTPOINT", "Unmount a bloscfs mount (root: umount(2); others: fusermount3 -u).", cmdUnmount},
 		{"stats", "[--json] MOUNTPOINT", "Show the counters of a mount: cache hits, misses, evictions, bytes held,\ndecoded bytes and decode time per codec, open files, read-ahead hits.", cmdStats},
-		{"pack", "[flags] IN|- [OUT]", packHelp, cmdPack},
+		{"pack", "[flags] IN|- [OUT]", packHelp, packRemote},
 		{"unpack", "[flags] IN [OUT|-]", "Decompress IN on all cores to OUT (default: IN without its suffix; a .b2nd\nbecomes .npy), or to standard output with -.", cmdUnpack},
 		{"info", "[--json] PATH...", "Show how files are stored; a directory is walked (every file with a\ncontainer suffix or magic, and every sparse frame directory).", cmdInfo},
 		{"verify", "[--json] PATH...", "Decode everything in files and directory trees, checking every checksum.\nRun it on the source of a mount, not on the mount.", cmdVerify},
@@ -88,6 +88,14 @@ const usage = `usage:
   bloscfs verify [--json] PATH...
   bloscfs version   (or --version)
   bloscfs help [COMMAND]   (or COMMAND --help)
+
+Remote archives: SOURCE of mount, PATH of info and verify, IN of unpack and
+OUT of pack may be s3://BUCKET[/KEY] in S3-compatible object storage (a
+remote mount is read-only). Credentials and region come from the usual
+AWS_* variables and ~/.aws files. With s3:// locations:
+                 [--endpoint URL] [--s3-path-style true|false] [--anonymous]
+                 [--region R] [--request-timeout 30s] [--remote-cache-size 256MiB]
+                 [--dir-cache 60s] [--cache-dir DIR] [--cache-dir-size 4GiB]
 
 Formats read: Bloscpack (.blp), Blosc2 frames (.b2frame, .b2f, .b2), sparse
 frame directories, .b2nd arrays (shown as .npy) and bare chunks (.blosc).

@@ -19,6 +19,8 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	bfs "github.com/bloscfs/bloscfs/fs"
+	"github.com/bloscfs/bloscfs/remote"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 )
@@ -150,6 +152,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	filter := fs.String("filter", "shuffle", "`FILTERS` of new files (as for pack)")
 	typesize := fs.Int("typesize", 8, "element `SIZE` of new files")
 	chunkSize := fs.String("chunk-size", "1MiB", "chunk `SIZE` of new files")
+	addRemoteFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -196,6 +199,9 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	src, err := filepath.Abs(pos[0])
 	if err != nil {
 		return err
+	}
+	if remote.IsURL(pos[0]) {
+		src = pos[0]
 	}
 	mnt, err := filepath.Abs(pos[1])
 	if err != nil {
@@ -246,7 +252,13 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	}
 	defer closeLog()
 	o.Logger = logger
-	server, f, err := bfs.Mount(pos[0], pos[1], o)
+	var server *fuse.Server
+	var f *bfs.FS
+	if remote.IsURL(pos[0]) {
+		server, err = mountRemote(pos[0], pos[1], o)
+	} else {
+		server, f, err = bfs.Mount(pos[0], pos[1], o)
+	}
 	if err != nil {
 		err = helperError(err)
 		notify.fail(err)
@@ -255,7 +267,9 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	logger.Printf("serving %s at %s", pos[0], pos[1])
 	notify.ready(logDest)
 
-	logStatsOn(syscall.SIGUSR1, f, logger)
+	if f != nil { // a local mount: a remote one has no stats yet
+		logStatsOn(syscall.SIGUSR1, f, logger)
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)

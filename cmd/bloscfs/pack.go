@@ -85,6 +85,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	checksum := fs.String("checksum", "adler32", "blp chunk `CHECKSUM`: None, adler32, crc32, md5, sha1, sha224, sha256, sha384, sha512")
 	force := fs.BoolP("force", "f", false, "overwrite OUT; pack IN even if it is a container already")
 	quiet := fs.BoolP("quiet", "q", false, "print no summary")
+	addRemoteFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

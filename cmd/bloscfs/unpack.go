@@ -10,6 +10,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/remote"
 )
 
 // unpackCache holds decoded blocks while unpacking; a .b2nd's C-order
@@ -29,6 +30,7 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("unpack", stdout)
 	force := fs.BoolP("force", "f", false, "overwrite OUT")
 	quiet := fs.BoolP("quiet", "q", false, "print no summary")
+	addRemoteFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -42,10 +44,10 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	}
 	// Whole chunks are read once each: no cache, blocks decode in place.
 	// A .b2nd's C-order view revisits blocks and needs one.
-	v, err := all.OpenView(followArg(in), pack.NoCache{})
+	v, err := openView(in, pack.NoCache{})
 	if err == nil && v.NPY {
 		v.Close()
-		v, err = all.OpenView(followArg(in), newUnpackCache())
+		v, err = openView(in, newUnpackCache())
 	}
 	if err != nil {
 		return err
@@ -62,6 +64,9 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	}
 	if out == "" {
 		out = defaultUnpackName(in)
+		if remote.IsURL(in) {
+			out = remoteUnpackName(in)
+		}
 	}
 	perm := os.FileMode(0o644)
 	if st, err := os.Stat(in); err == nil {

@@ -143,6 +143,10 @@ type Frame struct {
 	sparse bool
 	hdr    header
 
+	// chunkFile, when set, opens a sparse frame's chunk files (see
+	// OpenSparse); else they are files in dir.
+	chunkFile func(id int64) (io.ReaderAt, int64, error)
+
 	meta   []metaEntry // header metalayers, in order
 	vlmeta []metaEntry // trailer vlmetalayers (stored Blosc2 chunks), in order
 
@@ -587,6 +591,13 @@ func chunkName(id int64) string { return fmt.Sprintf("%08X.chunk", id) }
 // available to it (the rest of the chunks section, or the chunk file).
 func (f *Frame) storedChunk(i int) (io.ReaderAt, int64, error) {
 	v := f.entry(i)
+	if f.sparse && f.chunkFile != nil {
+		r, n, err := f.chunkFile(v)
+		if err != nil {
+			return nil, 0, f.errf(pack.ErrFormat, "chunk %d: %w", i, err)
+		}
+		return r, n, nil
+	}
 	if f.sparse {
 		name := chunkName(v)
 		file, err := openPart(f.dir, name)

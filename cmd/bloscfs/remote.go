@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"github.com/spf13/pflag"
+	"io"
+	"log"
+	"os"
+	"path"
+	"path/filepath"
+	rdebug "runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	bfs "github.com/bloscfs/bloscfs/fs"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/remote"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// remoteFlags are the object-store flags of the commands that take
+// s3://BUCKET/KEY locations. Credentials have no flags: they come from the
+// environment or the AWS profile files, so that they never show in ps.
+type remoteFlags struct {
+	endpoint  *string
+	pathStyle *string
+	anonymous *bool
+	region    *string
+	dirCache  *time.Duration
+	cacheSize *string
+	timeout   *time.Duration
+	cacheDir  *absPath
+	dirSize   *string
+}
+
+// absPath is a flag holding a path made absolute when it is parsed (the
+// mount daemon runs in /).
+type absPath string
+
+func (a *absPath) String() string { return string(*a) }
+
+// Type names the value in the help (pflag.Value).
+func (a *absPath) Type() string { return "DIR" }
+
+func (a *absPath) Set(s string) error {
+	if s == "" {
+		*a = ""
+		return nil
+	}
+	p, err := filepath.Abs(s)
+	*a = absPath(p)
+	return err
+}
+
+// rflags holds the flags of the command being run.
+var rflags *remoteFlags
+
+// addRemoteFlags adds the object-store flags to a command's flag set.
+func addRemoteFlags(fs *pflag.FlagSet) {
+	rflags = &remoteFlags{
+		endpoint:  fs.String("endpoint", "", "S3 endpoint URL for s3:// locations (default: AWS_ENDPOINT_URL)"),
+		pathStyle: fs.String("s3-path-style", "", "path-style addressing: true or false (default: true with a custom endpoint)"),
+		anonymous: fs.Bool("anonymous", false, "send unsigned requests (public buckets)"),
+		region:    fs.String("region", "", "S3 region (default: AWS_REGION, the profile's, or us-east-1)"),
+		dirCache:  fs.Duration("dir-cache", 60*time.Second, "how long a remote listing is reused"),
+		cacheSize: fs.String("remote-cache-size", "256MiB", "memory for fetched compressed ranges"),
+		timeout:   fs.Duration("request-timeout", 30*time.Second, "deadline of one request to the store"),
+		cacheDir:  new(absPath),
+		dirSize:   fs.String("cache-dir-size", "4GiB", "bound of --cache-dir"),
+	}
+	fs.Var(rflags.cacheDir, "cache-dir", "keep fetched ranges of remote objects in this directory too, across mounts")
+}
+
+// remoteConfig returns the store configuration the flags ask for.
+func remoteConfig(logger *log.Logger) (remote.Config, error) {
+	cfg := remote.Config{Logger: logger}
+	f := rflags
+	if f == nil {
+		return cfg, nil
+	}
+	cfg.Endpoint, cfg.Anonymous, cfg.Region = *f.endpoint, *f.anonymous, *f.region
+	cfg.DirCache, cfg.RequestTimeout = *f.dirCache, *f.timeout
+	if cfg.DirCache == 0 {
+		cfg.DirCache = -1
+	}
+	switch *f.pathStyle {
+	case "":
+	case "true", "1", "yes":
+		t := true
+		cfg.PathStyle = &t
+	case "false", "0", "no":
+		t := false
+		cfg.PathStyle = &t
+	default:
+		return cfg, fmt.Errorf("%w: --s3-path-style %q (true or false)", errUsage, *f.pathStyle)
+	}
+	n, err := parseSize(*f.cacheSize)
+	if err != nil || n < 1<<20 {
+		return cfg, fmt.Errorf("%w: --remote-cache-size %q (at least 1MiB)", errUsage, *f.cacheSize)
+	}
+	cfg.CacheSize = n
+	cfg.CacheDir = string(*f.cacheDir)
+	if cfg.CacheDirSize, err = parseSize(*f.dirSize); err != nil || cfg.CacheDirSize < 1<<20 {
+		return cfg, fmt.Errorf("%w: --cache-dir-size %q (at least 1MiB)", errUsage, *f.dirSize)
+	}
+	return cfg, nil
+}
+
+// openStore returns the store of an s3:// location and the key in it.
+func openStore(u string, logger *log.Logger) (*remote.Store, string, error) {
+	bucket, key, ok := remote.ParseURL(u)
+	if !ok {
+		return nil, "", fmt.Errorf("%w: %q is not s3://BUCKET[/KEY]", errUsage, u)
+	}
+	if logger == nil {
+		logger = log.New(os.Stderr, "bloscfs: ", 0)
+	}
+	cfg, err := remoteConfig(logger)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := remote.New(context.Background(), bucket, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return s, key, nil
+}
+
+// openRemoteContainer opens the container in an object.
+func openRemoteContainer(u string, cache pack.BlockCache) (pack.Container, *remote.Object, error) {
+	s, key, err := openStore(u, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := s.Open(context.Background(), key)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := pack.Open(o, o.Size, o.Name(), cache)
+	o.Opened()
+	return c, o, err
+}
+
+// openView opens the view of a local path or an s3:// object.
+func openView(p string, cache pack.BlockCache) (*all.View, error) {
+	if !remote.IsURL(p) {
+		return all.OpenView(followArg(p), cache)
+	}
+	s, key, err := openStore(p, nil)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.Open(context.Background(), key)
+	if err != nil {
+		return nil, err
+	}
+	v, err := all.OpenViewReader(o, o.Size, o.Name(), cache)
+	o.Opened()
+	return v, err
+}
+
+// openContainer opens the container of a local path or an s3:// object.
+func openContainer(p string, cache pack.BlockCache) (pack.Container, io.Closer, error) {
+	if !remote.IsURL(p) {
+		return pack.OpenPath(followArg(p), cache)
+	}
+	c, _, err := openRemoteContainer(p, cache)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, io.NopCloser(nil), nil
+}
+
+// remoteUnpackName is unpack's default output for an object: its plain
+// name in the current directory.
+func remoteUnpackName(u string) string {
+	_, key, _ := remote.ParseURL(u)
+	base := path.Base(strings.TrimRight(key, "/"))
+	if name, ok := all.PlainName(base); ok {
+		return name
+	}
+	return base + ".out"
+}
+
+// verifyRemote verifies an object, or every container under a prefix
+// (an object with a container suffix or magic bytes).
+func verifyRemote(u string, stderr io.Writer) []verifyRecord {
+	s, key, err := openStore(u, nil)
+	if err != nil {
+		return []verifyRecord{{Path: u, Error: oneLine(err)}}
+	}
+	ctx := context.Background()
+	if key != "" && !strings.HasSuffix(key, "/") {
+		if _, err := s.Stat(ctx, key); err == nil {
+			return []verifyRecord{verifyOne(u, stderr)}
+		}
+		key += "/"
+	}
+	var recs []verifyRecord
+	var walk func(prefix string) error
+	walk = func(prefix string) error {
+		l, err := s.List(ctx, prefix)
+		if err != nil {
+			return err
+		}
+		names := make([]string, 0, len(l.Objects))
+		for n := range l.Objects {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			info := l.Objects[n]
+			if _, ok := all.PlainName(n); !ok {
+				o := s.OpenInfo(info)
+				head := make([]byte, min(info.Size, pack.HeadLen))
+				if _, err := o.ReadAt(head, 0); err != nil && err != io.EOF {
+					recs = append(recs, verifyRecord{Path: s.Name(info.Key), Error: oneLine(err)})
+					continue
+				}
+				if fm := pack.Sniff(head); fm == nil || fm.Name == "chunk" {
+					continue
+				}
+			}
+			recs = append(recs, verifyOne(s.Name(info.Key), stderr))
+		}
+		subs := make([]string, 0, len(l.Prefixes))
+		for p := range l.Prefixes {
+			subs = append(subs, p)
+		}
+		sort.Strings(subs)
+		for _, p := range subs {
+			if err := walk(prefix + p + "/"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(key); err != nil {
+		recs = append(recs, verifyRecord{Path: u, Error: oneLine(err)})
+	}
+	if len(recs) == 0 {
+		recs = append(recs, verifyRecord{Path: u, Error: "no object or container under this location"})
+	}
+	return recs
+}
+
+// packRemote runs pack with an s3:// OUT: the container is written to a
+// temporary local file (the writers seek back to fill their headers),
+// then uploaded (in parts when large; a failed upload leaves no object).
+func packRemote(args []string, stdout, stderr io.Writer) error {
+	at := -1
+	for i, a := range args {
+		if remote.IsURL(a) {
+			at = i
+		}
+	}
+	if at < 0 {
+		return cmdPack(args, stdout, stderr)
+	}
+	u := args[at]
+	_, key, ok := remote.ParseURL(u)
+	if !ok || key == "" || strings.HasSuffix(key, "/") {
+		return fmt.Errorf("%w: %s: name the object (s3://BUCKET/KEY)", errUsage, u)
+	}
+	tmpDir, err := os.MkdirTemp("", "bloscfs-pack-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmpDir)
+	local := filepath.Join(tmpDir, path.Base(key))
+	a := append([]string(nil), args...)
+	a[at] = local
+	if err := cmdPack(a, stdout, stderr); err != nil {
+		return err
+	}
+	s, _, err := openStore(u, nil)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return s.Upload(context.Background(), key, f)
+}
+
+// mountRemote mounts s3://BUCKET[/PREFIX] in the foreground process.
+func mountRemote(u, mnt string, o bfs.Options) (*fuse.Server, error) {
+	s, prefix, err := openStore(u, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	o.FsName = strings.ReplaceAll(u, ",", "_")
+	// The heap also holds fetched ranges and read-ahead GETs in flight.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if n, err := parseSize(*rflags.cacheSize); err == nil {
+			rdebug.SetMemoryLimit(o.CacheSize + n + 48<<20)
+		}
+	}
+	server, _, err := bfs.MountRemote(s, prefix, mnt, o)
+	if err != nil {
+		return nil, err
+	}
+	return server, nil
+}

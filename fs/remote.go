@@ -1,0 +1,628 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/bloscfs/bloscfs/cache"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/remote"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// The remote view shows a bucket (or a prefix of it) read-only:
+// prefixes are directories, objects are files, named by the same rule as
+// the local view (mapNames: x.blp → x, x.b2nd → x.npy, collisions keep
+// full names, objects that do not parse are shown raw). Its nodes are
+// written apart from the local ones, which are go-fuse loopback nodes
+// with a write path; they share the name mapping, the probe record, the
+// xattrs and the block cache.
+
+// RemoteFS is the state shared by the nodes of a remote mount.
+type RemoteFS struct {
+	f      *FS // options, block cache, log
+	store  *remote.Store
+	prefix string // "" or ending in "/"
+	probes *lru.Cache[string, *probe]
+	start  time.Time
+	uid    uint32
+	gid    uint32
+}
+
+// NewRemote returns the root node of a read-only view of the objects
+// under prefix in store.
+func NewRemote(store *remote.Store, prefix string, opts Options) (gofs.InodeEmbedder, *RemoteFS) {
+	def := DefaultOptions()
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = def.CacheSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = def.Logger
+	}
+	opts.ReadOnly = true
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	r := &RemoteFS{
+		f:      &FS{opts: opts, cache: cache.New[pack.BlockKey](opts.CacheSize)},
+		store:  store,
+		prefix: prefix,
+		start:  time.Now(),
+		uid:    uint32(os.Getuid()),
+		gid:    uint32(os.Getgid()),
+	}
+	r.probes, _ = lru.New[string, *probe](1 << 16)
+	return &remoteDir{r: r, prefix: prefix}, r
+}
+
+// Cache returns the decoded-block cache (for statistics).
+func (r *RemoteFS) Cache() *cache.Cache[pack.BlockKey] { return r.f.cache }
+
+// Store returns the object store.
+func (r *RemoteFS) Store() *remote.Store { return r.store }
+
+// MountRemote serves a read-only view of prefix in store at mountpoint
+// and returns once the mount is ready. It first checks that the bucket
+// exists and the credentials are accepted, and lists the prefix, so that
+// a mount that cannot work refuses to start.
+func MountRemote(store *remote.Store, prefix, mountpoint string, opts Options) (*fuse.Server, *RemoteFS, error) {
+	ctx := context.Background()
+	if err := store.Check(ctx); err != nil {
+		return nil, nil, err
+	}
+	root, r := NewRemote(store, prefix, opts)
+	if _, err := store.List(ctx, r.prefix); err != nil {
+		return nil, nil, err
+	}
+	if err := checkMountpoint(mountpoint, ""); err != nil {
+		return nil, nil, err
+	}
+	attr := opts.AttrTimeout
+	if attr == 0 {
+		attr = time.Second
+	}
+	neg := time.Duration(0)
+	mo := fuse.MountOptions{
+		FsName:        opts.FsName,
+		Name:          "bloscfs",
+		MaxWrite:      preferredIO,
+		DisableSplice: true,
+		MaxBackground: 64,
+		AllowOther:    opts.AllowOther,
+		DirectMount:   true,
+		Debug:         opts.Debug,
+		Logger:        opts.Logger,
+		Options:       append(append([]string(nil), opts.ExtraOptions...), "ro"),
+	}
+	if mo.FsName == "" {
+		mo.FsName = store.Name(r.prefix)
+	}
+	if opts.AllowOther {
+		mo.Options = append(mo.Options, "default_permissions")
+	}
+	server, err := gofs.Mount(mountpoint, root, &gofs.Options{
+		MountOptions:    mo,
+		AttrTimeout:     &attr,
+		EntryTimeout:    &attr,
+		NegativeTimeout: &neg,
+		Logger:          opts.Logger,
+		UID:             r.uid,
+		GID:             r.gid,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	raiseReadahead(mountpoint, opts.Logger)
+	return server, r, nil
+}
+
+// ino numbers a key (or prefix) stably.
+func ino(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64() | 1<<63 // apart from small numbers (the root is 1)
+}
+
+// probe opens an object version once and records whether it is a
+// readable container. A failure is logged once: the object is then shown
+// raw under its own name.
+func (r *RemoteFS) probe(info remote.ObjectInfo) *probe {
+	key := info.Key + "\x00" + info.ETag
+	if p, ok := r.probes.Get(key); ok {
+		return p
+	}
+	p := &probe{}
+	o := r.store.OpenInfo(info)
+	v, err := all.OpenViewReader(o, o.Size, o.Name(), pack.NoCache{})
+	if err != nil {
+		if errors.Is(err, pack.ErrUnknownFormat) || !o.Failed() {
+			r.f.warnOnce("%s: shown raw: %v", o.Name(), err)
+		} else {
+			// The object is gone, changed or out of reach: try again
+			// next time rather than show it raw for good.
+			r.f.warnOnce("%s: %v", o.Name(), err)
+			return p
+		}
+	} else {
+		p.ok, p.size, p.info, p.npy = true, v.Size, v.Container.Info(), v.NPY
+	}
+	r.probes.Add(key, p)
+	return p
+}
+
+// maxSparseIndex bounds the chunks.b2frame read into memory.
+const maxSparseIndex = 64 << 20
+
+// openSparse opens the sparse frame under prefix: its index object is
+// read whole, its chunk objects as the reads need them (by the ETags of
+// the listing).
+func (r *RemoteFS) openSparse(prefix string, c pack.BlockCache) (*all.View, *remote.Object, error) {
+	l, err := r.store.List(context.Background(), prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, ok := l.Objects[frame.IndexFile]
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: no %s: %w", r.store.Name(prefix), frame.IndexFile, pack.ErrUnknownFormat)
+	}
+	if info.Size > maxSparseIndex {
+		return nil, nil, fmt.Errorf("%s: %w: %s of %d bytes", r.store.Name(prefix), pack.ErrUnsupported, frame.IndexFile, info.Size)
+	}
+	idx := r.store.OpenInfo(info)
+	b := make([]byte, info.Size)
+	if _, err := idx.ReadAt(b, 0); err != nil && err != io.EOF {
+		return nil, idx, err
+	}
+	idx.Opened()
+	chunk := func(id int64) (io.ReaderAt, int64, error) {
+		ci, ok := l.Objects[frame.ChunkFileName(id)]
+		if !ok {
+			return nil, 0, fmt.Errorf("%s%s: %w", r.store.Name(prefix), frame.ChunkFileName(id), remote.ErrNotFound)
+		}
+		o := r.store.OpenInfo(ci)
+		o.Opened()
+		return o, ci.Size, nil
+	}
+	v, err := all.OpenSparseView(b, r.store.Name(strings.TrimSuffix(prefix, "/")), chunk, c)
+	return v, idx, err
+}
+
+// probeSparse records whether prefix holds a readable sparse frame.
+func (r *RemoteFS) probeSparse(prefix string) *probe {
+	l, err := r.store.List(context.Background(), prefix)
+	if err != nil {
+		return &probe{}
+	}
+	info, ok := l.Objects[frame.IndexFile]
+	if !ok {
+		return &probe{}
+	}
+	key := info.Key + "\x00" + info.ETag
+	if p, ok := r.probes.Get(key); ok {
+		return p
+	}
+	p := &probe{}
+	v, idx, err := r.openSparse(prefix, pack.NoCache{})
+	if err != nil {
+		if idx != nil && idx.Failed() {
+			return p // try again next time
+		}
+		r.f.warnOnce("%s: shown as a directory: %v", r.store.Name(prefix), err)
+	} else {
+		p.ok, p.size, p.info, p.npy = true, v.Size, v.Container.Info(), v.NPY
+	}
+	r.probes.Add(key, p)
+	return p
+}
+
+// remoteDir is a prefix shown as a directory.
+type remoteDir struct {
+	gofs.Inode
+	r      *RemoteFS
+	prefix string
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*remoteDir)(nil))
+	_ = (gofs.NodeReaddirer)((*remoteDir)(nil))
+	_ = (gofs.NodeGetattrer)((*remoteDir)(nil))
+	_ = (gofs.NodeStatfser)((*remoteDir)(nil))
+)
+
+// probeParallel is how many objects a directory listing probes at once.
+const probeParallel = 16
+
+// entries returns the view entries of the directory and the listing:
+// all of them, or with only, those that could be shown as that name (as
+// the local resolve does: a lookup probes its candidates, not the
+// directory).
+func (d *remoteDir) entries(only string) ([]entry, *remote.Listing, syscall.Errno) {
+	l, err := d.r.store.List(context.Background(), d.prefix) // not the request's: an interrupt must not fail a shared listing
+	if err != nil {
+		d.r.f.warnOnce("%v", err)
+		return nil, nil, syscall.EIO
+	}
+	var names []string
+	if only != "" {
+		names = diskCandidates(only)
+	} else {
+		names = make([]string, 0, len(l.Objects)+len(l.Prefixes))
+		for name := range l.Objects {
+			names = append(names, name)
+		}
+		for name := range l.Prefixes {
+			names = append(names, name)
+		}
+	}
+	var ents []diskEntry
+	var toProbe []remote.ObjectInfo
+	for _, name := range names {
+		if l.Prefixes[name] {
+			p := d.prefix + name + "/"
+			ents = append(ents, diskEntry{name: name, dir: true, container: func() bool { return d.r.probeSparse(p).ok }})
+			continue // a prefix and an object of one name: the prefix wins
+		}
+		info, ok := l.Objects[name]
+		if !ok {
+			continue
+		}
+		if _, suffixed := stemView(name); suffixed {
+			toProbe = append(toProbe, info)
+		}
+		ents = append(ents, diskEntry{name: name, container: func() bool { return d.r.probe(info).ok }})
+	}
+	// Probe the objects with a container suffix in parallel first: each
+	// costs a round trip or two.
+	if len(toProbe) > 1 {
+		sem := make(chan struct{}, probeParallel)
+		var wg sync.WaitGroup
+		for _, info := range toProbe {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				d.r.probe(info)
+			}()
+		}
+		wg.Wait()
+	}
+	return mapNames(ents), l, 0
+}
+
+// Lookup finds a child by its view name.
+func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ents, l, errno := d.entries(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	for _, e := range ents {
+		if e.view != name {
+			continue
+		}
+		if e.dir && e.compressed {
+			p := d.prefix + e.disk + "/"
+			sl, err := d.r.store.List(context.Background(), p)
+			if err != nil || sl.Objects[frame.IndexFile].Key == "" {
+				return nil, syscall.EIO
+			}
+			n := &remoteFile{r: d.r, info: sl.Objects[frame.IndexFile], sparse: p, pr: d.r.probeSparse(p)}
+			n.fill(&out.Attr)
+			return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(p)}), 0
+		}
+		if e.dir {
+			p := d.prefix + e.disk + "/"
+			n := &remoteDir{r: d.r, prefix: p}
+			n.fill(&out.Attr)
+			return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino(p)}), 0
+		}
+		info := l.Objects[e.disk]
+		n := &remoteFile{r: d.r, info: info}
+		if e.compressed {
+			n.pr = d.r.probe(info)
+		}
+		n.fill(&out.Attr)
+		return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(info.Key)}), 0
+	}
+	return nil, syscall.ENOENT
+}
+
+// Readdir lists the directory with mapped names.
+func (d *remoteDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	ents, l, errno := d.entries("")
+	if errno != 0 {
+		return nil, errno
+	}
+	list := make([]fuse.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		if e.dir && e.compressed {
+			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFREG, Ino: ino(d.prefix + e.disk + "/")})
+		} else if e.dir {
+			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFDIR, Ino: ino(d.prefix + e.disk + "/")})
+		} else {
+			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFREG, Ino: ino(l.Objects[e.disk].Key)})
+		}
+	}
+	return gofs.NewListDirStream(list), 0
+}
+
+func (d *remoteDir) fill(a *fuse.Attr) {
+	a.Mode = syscall.S_IFDIR | 0o555
+	a.Nlink = 2
+	a.Uid, a.Gid = d.r.uid, d.r.gid
+	t := d.r.start
+	a.SetTimes(&t, &t, &t)
+	a.Blksize = preferredIO
+}
+
+// Getattr reports a directory: read-only, the mount's owner and time.
+func (d *remoteDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.fill(&out.Attr)
+	return 0
+}
+
+// Statfs reports an empty read-only filesystem (a bucket has no size).
+func (d *remoteDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	out.Bsize = preferredIO
+	out.NameLen = 1024
+	return 0
+}
+
+// remoteFile is an object: a container shown decompressed (pr.ok), or
+// its bytes as they are.
+type remoteFile struct {
+	gofs.Inode
+	r *RemoteFS
+
+	sparse string // a sparse frame: its prefix ("" for an object)
+
+	mu   sync.Mutex
+	info remote.ObjectInfo // the object, or a sparse frame's index
+	pr   *probe            // nil or !ok: shown raw
+	cur  *openState        // the version handles open, shared
+}
+
+// openState is one opened version of an object.
+type openState struct {
+	obj  *remote.Object
+	view io.ReaderAt
+	size int64
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*remoteFile)(nil))
+	_ = (gofs.NodeOpener)((*remoteFile)(nil))
+	_ = (gofs.NodeGetxattrer)((*remoteFile)(nil))
+	_ = (gofs.NodeListxattrer)((*remoteFile)(nil))
+	_ = (gofs.NodeSetattrer)((*remoteFile)(nil))
+)
+
+func (n *remoteFile) compressed() bool { return n.pr != nil && n.pr.ok }
+
+func (n *remoteFile) fill(a *fuse.Attr) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	a.Mode = syscall.S_IFREG | 0o444
+	a.Nlink = 1
+	a.Uid, a.Gid = n.r.uid, n.r.gid
+	a.Size = uint64(n.info.Size)
+	if n.compressed() {
+		a.Size = uint64(n.pr.size)
+	}
+	a.Blocks = (uint64(n.info.Size) + 511) / 512
+	t := n.info.LastModified
+	a.SetTimes(&t, &t, &t)
+	a.Blksize = preferredIO
+}
+
+// Getattr reports the object's attributes: its plain size, LastModified.
+func (n *remoteFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.fill(&out.Attr)
+	return 0
+}
+
+// Setattr refuses: the remote view is read-only.
+func (n *remoteFile) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+// Open opens the object's current version: one HEAD tells whether it
+// changed since it was listed or last opened; a changed object is opened
+// anew (new size, new index) and the kernel's cached pages dropped.
+func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if writable(flags) {
+		return nil, 0, syscall.EROFS
+	}
+	n.mu.Lock()
+	key, cur := n.info.Key, n.cur
+	n.mu.Unlock()
+	info, err := n.r.store.Stat(context.Background(), key) // interrupts (SIGURG in Go readers) would cancel it
+	if err != nil {
+		n.r.f.opts.Logger.Printf("open: %v", err)
+		if errors.Is(err, remote.ErrNotFound) {
+			return nil, 0, syscall.ENOENT
+		}
+		return nil, 0, syscall.EIO
+	}
+	if cur != nil && cur.obj.ETag == info.ETag && !cur.obj.Changed() {
+		return &remoteHandle{n: n, st: cur}, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	st := &openState{obj: n.r.store.OpenInfo(info), size: info.Size}
+	st.view = st.obj
+	n.mu.Lock()
+	wasCompressed := n.compressed()
+	n.mu.Unlock()
+	if n.sparse != "" {
+		if cur != nil && cur.obj.ETag != info.ETag {
+			n.r.store.Invalidate(n.sparse) // the chunks changed too
+		}
+		v, idx, err := n.r.openSparse(n.sparse, n.r.f.cache)
+		if err != nil {
+			n.r.f.warnOnce("%v", err)
+			return nil, 0, syscall.EIO
+		}
+		st.obj, st.view, st.size = idx, v, v.Size
+		info = idx.ObjectInfo
+	} else if wasCompressed {
+		v, err := all.OpenViewReader(st.obj, info.Size, st.obj.Name(), n.r.f.cache)
+		if err != nil {
+			n.r.f.warnOnce("%v", err)
+			return nil, 0, syscall.EIO
+		}
+		st.view, st.size = v, v.Size
+	}
+	st.obj.Opened()
+	n.mu.Lock()
+	changed := n.info.ETag != info.ETag
+	n.info, n.cur = info, st
+	if n.sparse != "" {
+		n.pr = n.r.probeSparse(n.sparse)
+	} else if wasCompressed {
+		n.pr = n.r.probe(info)
+	}
+	n.mu.Unlock()
+	if changed {
+		n.r.store.Invalidate(n.r.prefixOf(key))
+		go n.NotifyContent(0, 0)
+	}
+	return &remoteHandle{n: n, st: st}, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// prefixOf returns the listing prefix of key.
+func (r *RemoteFS) prefixOf(key string) string {
+	if i := strings.LastIndex(key, "/"); i >= 0 {
+		return key[:i+1]
+	}
+	return ""
+}
+
+// xattrsOf returns the user.bloscfs.* attributes of the node.
+func (n *remoteFile) xattrsOf() map[string]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m := map[string]string{}
+	if n.compressed() {
+		m = xattrs(n.pr)
+	}
+	m["etag"] = n.info.ETag
+	return m
+}
+
+// Getxattr returns a user.bloscfs.* attribute (plus user.bloscfs.etag).
+func (n *remoteFile) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	name, ok := strings.CutPrefix(attr, xattrPrefix)
+	if !ok {
+		return 0, syscall.ENODATA
+	}
+	v, ok := n.xattrsOf()[name]
+	if !ok {
+		return 0, syscall.ENODATA
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+// Listxattr lists the user.bloscfs.* attributes.
+func (n *remoteFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	var buf []byte
+	for name := range n.xattrsOf() {
+		buf = append(append(buf, xattrPrefix+name...), 0)
+	}
+	if len(dest) < len(buf) {
+		return uint32(len(buf)), syscall.ERANGE
+	}
+	return uint32(copy(dest, buf)), 0
+}
+
+// remoteHandle is an open object version.
+type remoteHandle struct {
+	n        *remoteFile
+	st       *openState
+	next     atomic.Int64 // end of the last read (0 before the first)
+	ahead    atomic.Bool  // a read-ahead is running
+	aheadEnd atomic.Int64 // where the last read-ahead ended
+	aheadWG  sync.WaitGroup
+	closed   atomic.Bool
+}
+
+var (
+	_ = (gofs.FileReader)((*remoteHandle)(nil))
+	_ = (gofs.FileReleaser)((*remoteHandle)(nil))
+)
+
+// Read serves a READ from the version opened. A failure (the object
+// changed, the store failed every try, corrupt data) gives EIO; the
+// remote package has logged the object and range.
+func (h *remoteHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= h.st.size {
+		return fuse.ReadResultData(nil), 0
+	}
+	want := dest[:min(int64(len(dest)), h.st.size-off)]
+	last := h.next.Load()
+	seq := off >= last-seqWindow && off <= last+seqWindow
+	var n int
+	var err error
+	if v, ok := h.st.view.(*all.View); ok && seq {
+		n, err = v.ReadAtOnce(want, off) // the kernel keeps these pages
+	} else {
+		n, err = h.st.view.ReadAt(want, off)
+	}
+	if err != nil && err != io.EOF {
+		if !h.st.obj.Failed() {
+			h.n.r.f.warnOnce("read error: %v", err)
+		}
+		return nil, syscall.EIO
+	}
+	end := off + int64(n)
+	h.next.Store(end)
+	if !seq {
+		h.aheadEnd.Store(0)
+	} else if off > 0 {
+		h.readAheadFrom(end)
+	}
+	return fuse.ReadResultData(want[:n]), 0
+}
+
+// readAheadFrom decodes the blocks up to ReadAhead bytes past a
+// sequential read in the background (their compressed bytes come from the
+// object's own read-ahead GETs), one read-ahead at a time per handle.
+func (h *remoteHandle) readAheadFrom(off int64) {
+	v, ok := h.st.view.(*all.View)
+	ra := h.n.r.f.opts.ReadAhead
+	to := min(off+ra, h.st.size)
+	off = max(off, h.aheadEnd.Load())
+	if !ok || ra <= 0 || off >= to || !h.ahead.CompareAndSwap(false, true) {
+		return
+	}
+	h.aheadEnd.Store(to)
+	h.aheadWG.Add(1)
+	go func() {
+		defer h.aheadWG.Done()
+		defer h.ahead.Store(false)
+		for pos := off; pos < to && !h.closed.Load(); pos += aheadStep {
+			v.Prefetch(pos, min(aheadStep, to-pos), h.next.Load) // errors surface on the real read
+		}
+	}()
+}
+
+// Release waits for the handle's read-ahead.
+func (h *remoteHandle) Release(ctx context.Context) syscall.Errno {
+	h.closed.Store(true)
+	h.aheadWG.Wait()
+	return 0
+}

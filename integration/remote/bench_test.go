@@ -1,0 +1,249 @@
+package remote_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bloscfs/bloscfs/internal/fakes3"
+	"golang.org/x/sys/unix"
+)
+
+// benchSize is the plain size of the benchmark files (BLOSCFS_BENCH_SIZE
+// overrides, in MiB).
+func benchSize() int64 {
+	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			return int64(n) << 20
+		}
+	}
+	return 1 << 30
+}
+
+// writeSeries writes size bytes of a float64 series like measured data.
+func writeSeries(b *testing.B, path string, size int64) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		for k := 0; k < len(buf); k += 8 {
+			x := float64((off + int64(k)) / 8)
+			v := math.Round((math.Sin(x*0.0007)*800+math.Cos(x*0.013)*30)*1024) / 1024
+			binary.LittleEndian.PutUint64(buf[k:], math.Float64bits(v))
+		}
+		if _, err := f.Write(buf[:min(int64(len(buf)), size-off)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// timed runs a program and returns how long it took.
+func timed(b *testing.B, name string, args ...string) time.Duration {
+	b.Helper()
+	start := time.Now()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		b.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return time.Since(start)
+}
+
+// lat does n random 4 KiB preads of path and returns p50 and p99.
+func lat(b *testing.B, path string, size int64, n int) (p50, p99 time.Duration) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 4096)
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		off := rng.Int64N(size/4096) * 4096
+		t := time.Now()
+		if _, err := f.ReadAt(buf, off); err != nil {
+			b.Fatal(err)
+		}
+		ds[i] = time.Since(t)
+	}
+	slices.Sort(ds)
+	return ds[n/2], ds[n*99/100]
+}
+
+// daemonHWM returns the peak RSS of the process serving a mount, in MiB.
+func daemonHWM(pid int) float64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// BenchmarkRemote measures, over loopback to versitygw, in one run: cold
+// sequential dd of an LZ4 and a zstd frame through a remote mount and
+// through a local mount of the same file, bytes and requests per byte
+// read, cold 4 KiB random reads against one bare GET, unpack s3://
+// against unpack of the local file, and the daemon's peak RSS streaming
+// a file many times its caches. Speed is reported, never asserted.
+func BenchmarkRemote(b *testing.B) {
+	if skipReason != "" {
+		b.Skip(skipReason)
+	}
+	if setupErr != "" {
+		b.Fatal(setupErr)
+	}
+	size := benchSize()
+	dir := b.TempDir()
+	plainPath := filepath.Join(dir, "plain.bin")
+	writeSeries(b, plainPath, size)
+	src := filepath.Join(dir, "src")
+	os.Mkdir(src, 0o755)
+	s := newStore(b, "bench")
+	s.CreateBucket(context.Background())
+	for _, c := range []string{"lz4", "zstd"} {
+		out := filepath.Join(src, c+".b2frame")
+		timed(b, bin, "pack", "--codec", c, "--clevel", "5", "--chunk-size", "4MiB", plainPath, out)
+		f, err := os.Open(out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Upload(context.Background(), c+".b2frame", f); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+	os.Remove(plainPath)
+	counter := fakes3.NewFaults(endpoint, 0, 1)
+	defer counter.Close()
+	res := map[string]float64{}
+	for i := 0; i < b.N; i++ {
+		for _, c := range []string{"lz4", "zstd"} {
+			// Local mount.
+			lm := benchMount(b, src)
+			local := timed(b, "dd", "if="+filepath.Join(lm.dir, c), "of=/dev/null", "bs=1M", "status=none")
+			lm.stop(b)
+			// Remote mount, through the counting proxy.
+			req0, byt0 := counter.Requests.Load(), counter.Bytes.Load()
+			rm := benchMount(b, "s3://bench", "--endpoint", counter.URL)
+			remote := timed(b, "dd", "if="+filepath.Join(rm.dir, c), "of=/dev/null", "bs=1M", "status=none")
+			rm.stop(b)
+			st, _ := os.Stat(filepath.Join(src, c+".b2frame"))
+			res[c+"-local-GB/s"] = float64(size) / local.Seconds() / 1e9
+			res[c+"-remote-GB/s"] = float64(size) / remote.Seconds() / 1e9
+			res[c+"-remote/local"] = local.Seconds() / remote.Seconds()
+			res[c+"-seq-fetched/read"] = float64(counter.Bytes.Load()-byt0) / float64(size)
+			res[c+"-seq-requests"] = float64(counter.Requests.Load() - req0)
+			res[c+"-stored/plain"] = float64(st.Size()) / float64(size)
+			// unpack s3:// against unpack of the local file.
+			ul := timed(b, bin, "unpack", "-f", filepath.Join(src, c+".b2frame"), "/dev/null")
+			ur := timed(b, bin, "unpack", "-f", "s3://bench/"+c+".b2frame", "/dev/null")
+			res[c+"-unpack-remote/local"] = ul.Seconds() / ur.Seconds()
+		}
+		// Cold 4 KiB random reads, and one bare GET round trip.
+		req0, byt0 := counter.Requests.Load(), counter.Bytes.Load()
+		rm := benchMount(b, "s3://bench", "--endpoint", counter.URL)
+		p50, p99 := lat(b, filepath.Join(rm.dir, "lz4"), size, 300)
+		rm.stop(b)
+		res["cold4k-p50-ms"], res["cold4k-p99-ms"] = float64(p50.Microseconds())/1e3, float64(p99.Microseconds())/1e3
+		res["rand-fetched/read"] = float64(counter.Bytes.Load()-byt0) / (300 * 4096)
+		res["rand-requests/read"] = float64(counter.Requests.Load()-req0) / 300
+		o, err := s.Open(context.Background(), "lz4.b2frame")
+		if err != nil {
+			b.Fatal(err)
+		}
+		o.Opened()
+		var gets []time.Duration
+		rng := rand.New(rand.NewPCG(3, 4))
+		buf := make([]byte, 4096)
+		for range 100 {
+			t0 := time.Now()
+			o.ReadAt(buf, rng.Int64N(o.Size-4096))
+			gets = append(gets, time.Since(t0))
+		}
+		slices.Sort(gets)
+		res["bare-GET-p50-ms"] = float64(gets[50].Microseconds()) / 1e3
+		// Peak RSS streaming a file ≥ 10× the caches (48 MiB + 48 MiB).
+		rm = benchMount(b, "s3://bench", "--cache-size", "48MiB", "--remote-cache-size", "48MiB")
+		timed(b, "dd", "if="+filepath.Join(rm.dir, "zstd"), "of=/dev/null", "bs=1M", "status=none")
+		res["stream-RSS-MiB"] = daemonHWM(rm.cmd.Process.Pid)
+		rm.stop(b)
+	}
+	keys := make([]string, 0, len(res))
+	for k := range res {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b.ReportMetric(res[k], k)
+	}
+}
+
+// benchMount mounts src in the foreground for a benchmark.
+type benchM struct {
+	dir string
+	cmd *exec.Cmd
+}
+
+func benchMount(b *testing.B, src string, flags ...string) *benchM {
+	dir, err := os.MkdirTemp("", "bloscfs-bench-mnt-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := &benchM{dir: dir}
+	args := append(append([]string{"mount", "-f"}, flags...), src, dir)
+	m.cmd = exec.Command(bin, args...)
+	if err := m.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.stop(b) })
+	for range 1500 {
+		if isMountpoint(dir) {
+			return m
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("%s not mounted", dir)
+	return nil
+}
+
+func isMountpoint(dir string) bool {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	return strings.Contains(string(b), " "+dir+" ")
+}
+
+func (m *benchM) stop(b *testing.B) {
+	if m.cmd == nil {
+		return
+	}
+	if isMountpoint(m.dir) {
+		if err := unix.Unmount(m.dir, 0); err != nil {
+			unix.Unmount(m.dir, unix.MNT_DETACH)
+		}
+	}
+	done := make(chan struct{})
+	go func() { m.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		m.cmd.Process.Kill()
+		<-done
+	}
+	m.cmd = nil
+	os.Remove(m.dir)
+}

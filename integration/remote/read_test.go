@@ -1,0 +1,531 @@
+package remote_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bloscfs/bloscfs/internal/fakes3"
+	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/all"
+)
+
+func loadFixtures(t *testing.T) []fixtures.Fixture {
+	t.Helper()
+	fxs, err := fixtures.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fxs
+}
+
+// viewPath returns where a fixture shows in a mount of the bucket: its
+// stem view, or its full name when the stem collides (or it is raw).
+func viewPath(t *testing.T, m *mount, fx fixtures.Fixture) string {
+	t.Helper()
+	name := strings.TrimSuffix(fx.Name, "/")
+	if st, err := os.Lstat(m.path(name)); err == nil && !st.IsDir() {
+		return m.path(name)
+	}
+	stem, ok := all.PlainName(name)
+	if !ok {
+		return m.path(name)
+	}
+	return m.path(stem)
+}
+
+// plain returns the local fixture's view bytes.
+func plain(t *testing.T, fx fixtures.Fixture) []byte {
+	t.Helper()
+	v, err := all.OpenView(fx.Path, pack.NoCache{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	b := make([]byte, v.Size)
+	if _, err := v.ReadAt(b, 0); err != nil && v.Size > 0 {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// readable returns the valid fixtures (sparse frames included: a prefix
+// in the bucket).
+func readable(fxs []fixtures.Fixture) []fixtures.Fixture {
+	var out []fixtures.Fixture
+	for _, fx := range fxs {
+		if fx.ValidPlain {
+			out = append(out, fx)
+		}
+	}
+	return out
+}
+
+// TestSha256sum: sha256sum of every valid fixture through the remote
+// mount matches the manifest (.b2nd: the .npy view's array data, checked
+// in TestNumpy).
+func TestSha256sum(t *testing.T) {
+	m := mountRemote(t, "s3://"+bucket)
+	fxs := readable(loadFixtures(t))
+	var paths []string
+	want := map[string]string{}
+	for _, fx := range fxs {
+		if fx.Kind == "b2nd" {
+			continue
+		}
+		p := viewPath(t, m, fx)
+		paths = append(paths, p)
+		want[p] = fx.PlainSHA
+	}
+	out := run(t, "sha256sum", paths...)
+	got := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		sum, p, _ := strings.Cut(line, "  ")
+		if want[p] != sum {
+			t.Errorf("%s: sha256 %s, want %s", p, sum, want[p])
+		}
+		got++
+	}
+	if got != len(paths) || got < 100 {
+		t.Errorf("%d sums for %d files", got, len(paths))
+	}
+	if strings.Contains(m.logText(), os.Getenv("AWS_SECRET_ACCESS_KEY")) {
+		t.Error("the log holds the secret key")
+	}
+}
+
+// TestDdOddOffsets reads odd ranges with dd and compares them with the
+// local decode.
+func TestDdOddOffsets(t *testing.T) {
+	m := mountRemote(t, "s3://"+bucket)
+	rng := rand.New(rand.NewPCG(1, 2))
+	n := 0
+	for _, fx := range readable(loadFixtures(t)) {
+		if fx.PlainSize < 100000 || fx.Kind == "b2nd" {
+			continue
+		}
+		want := plain(t, fx)
+		for range 3 {
+			bs := 1 + rng.IntN(9000)
+			skip := rng.Int64N(int64(len(want)))
+			out := run(t, "dd", "if="+viewPath(t, m, fx), "bs="+itoa(bs), "skip="+fmt.Sprint(skip), "count=2", "iflag=skip_bytes", "status=none")
+			end := min(int64(len(want)), skip+2*int64(bs))
+			if !bytes.Equal([]byte(out), want[skip:end]) {
+				t.Errorf("%s: dd bs=%d skip=%d: %d bytes differ from the local decode", fx.Name, bs, skip, len(out))
+			}
+			n++
+		}
+	}
+	if n < 30 {
+		t.Errorf("only %d dd reads", n)
+	}
+}
+
+func itoa(i int) string { return fmt.Sprint(i) }
+
+// TestNumpy: np.fromfile and np.memmap of a float64 file, and
+// np.load(mmap_mode='r') of every .b2nd's .npy view.
+func TestNumpy(t *testing.T) {
+	// With an on-disk range cache, read twice: the second mount reads
+	// from it.
+	cacheDir := t.TempDir()
+	m0 := mountRemote(t, "s3://"+bucket, "--cache-dir", cacheDir)
+	testNumpy(t, m0)
+	m0.cleanup(t)
+	m := mountRemote(t, "s3://"+bucket, "--cache-dir", cacheDir)
+	testNumpy(t, m)
+}
+
+func testNumpy(t *testing.T, m *mount) {
+	py := testutil.Python(t, "numpy")
+	checked := 0
+	for _, fx := range readable(loadFixtures(t)) {
+		p := viewPath(t, m, fx)
+		switch {
+		case fx.Kind == "b2nd":
+			out := run(t, py, "-c", `import sys, hashlib, numpy as np
+a = np.load(sys.argv[1], mmap_mode="r")
+print(hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest())`, p)
+			if strings.TrimSpace(out) != fx.COrderSHA {
+				t.Errorf("%s: np.load sha256 %s, want %s", p, strings.TrimSpace(out), fx.COrderSHA)
+			}
+			checked++
+		case fx.PlainSize >= 8000 && fx.PlainSize%8 == 0 && checked < 40:
+			out := run(t, py, "-c", `import sys, hashlib, numpy as np
+a = np.fromfile(sys.argv[1], dtype="<f8")
+b = np.memmap(sys.argv[1], dtype="<f8", mode="r")
+c = np.fromfile(sys.argv[1], dtype="<f8", count=100, offset=8*7)
+assert (a.view("u8") == b.view("u8")).all() and (c.view("u8") == a[7:107].view("u8")).all()
+print(hashlib.sha256(b.tobytes()).hexdigest())`, p)
+			if strings.TrimSpace(out) != fx.PlainSHA {
+				t.Errorf("%s: np.memmap sha256 %s, want %s", p, strings.TrimSpace(out), fx.PlainSHA)
+			}
+			checked++
+		}
+	}
+	if checked < 10 {
+		t.Errorf("only %d files checked with numpy", checked)
+	}
+}
+
+// TestConcurrentReaders: 16 readers pread random ranges of the larger
+// fixtures at once, each compared with the local decode.
+func TestConcurrentReaders(t *testing.T) {
+	m := mountRemote(t, "s3://"+bucket)
+	type file struct {
+		path string
+		want []byte
+	}
+	var files []file
+	for _, fx := range readable(loadFixtures(t)) {
+		if fx.PlainSize >= 200000 && fx.Kind != "b2nd" {
+			files = append(files, file{viewPath(t, m, fx), plain(t, fx)})
+		}
+	}
+	if len(files) < 3 {
+		t.Fatalf("only %d large fixtures", len(files))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for r := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 7))
+			for range 60 {
+				f := files[rng.IntN(len(files))]
+				fd, err := os.Open(f.path)
+				if err != nil {
+					errs <- err
+					return
+				}
+				off := rng.Int64N(int64(len(f.want)))
+				b := make([]byte, 1+rng.IntN(300000))
+				n, err := fd.ReadAt(b, off)
+				fd.Close()
+				if err != nil && n != len(f.want)-int(off) {
+					errs <- fmt.Errorf("%s at %d: %v", f.path, off, err)
+					return
+				}
+				if !bytes.Equal(b[:n], f.want[off:off+int64(n)]) {
+					errs <- fmt.Errorf("%s: wrong bytes at %d+%d", f.path, off, n)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.Log(m.logText())
+	}
+}
+
+// TestInvalid: every invalid fixture either gives EIO when read or, when
+// it does not even open, is shown raw with the object's bytes.
+func TestInvalid(t *testing.T) {
+	m := mountRemote(t, "s3://"+bucket)
+	n := 0
+	for _, fx := range loadFixtures(t) {
+		if !fx.IsInvalid || fx.IsDir {
+			continue
+		}
+		p := viewPath(t, m, fx)
+		got, err := os.ReadFile(p)
+		raw, _ := os.ReadFile(fx.Path)
+		switch {
+		case errors.Is(err, syscall.EIO):
+		case err == nil && filepath.Base(p) == fx.Name && bytes.Equal(got, raw):
+			// shown raw
+		default:
+			t.Errorf("%s: read %d bytes, err %v: want EIO or the raw object", fx.Name, len(got), err)
+		}
+		n++
+	}
+	if n < 10 {
+		t.Errorf("only %d invalid fixtures", n)
+	}
+}
+
+// TestAttributes: names, sizes, mtimes from LastModified, xattrs with
+// the ETag, and EROFS on writes.
+func TestAttributes(t *testing.T) {
+	m := mountRemote(t, "s3://"+bucket)
+	fx := fixtures.Fixture{}
+	for _, f := range readable(loadFixtures(t)) {
+		if f.Name == "codec_lz4_l5.b2frame" {
+			fx = f
+		}
+	}
+	if fx.Name == "" {
+		t.Fatal("fixture codec_lz4_l5.b2frame missing")
+	}
+	p := m.path("codec_lz4_l5")
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != fx.PlainSize {
+		t.Errorf("size %d, want %d", st.Size(), fx.PlainSize)
+	}
+	if d := time.Since(st.ModTime()); d < 0 || d > time.Hour {
+		t.Errorf("mtime %v: not the upload's LastModified", st.ModTime())
+	}
+	buf := make([]byte, 256)
+	for _, a := range []string{"user.bloscfs.etag", "user.bloscfs.codec", "user.bloscfs.format"} {
+		n, err := syscall.Getxattr(p, a, buf)
+		if err != nil || n == 0 {
+			t.Errorf("getxattr %s: %v", a, err)
+		}
+	}
+	if n, _ := syscall.Getxattr(p, "user.bloscfs.codec", buf); string(buf[:n]) != "lz4" {
+		t.Errorf("codec %q", buf[:n])
+	}
+	n, _ := syscall.Listxattr(p, buf)
+	if strings.Contains(string(buf[:n]), os.Getenv("AWS_ACCESS_KEY_ID")) {
+		t.Error("xattrs show the access key")
+	}
+	if _, err := os.OpenFile(p, os.O_WRONLY, 0); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("open for writing: %v, want EROFS", err)
+	}
+	if err := os.WriteFile(m.path("new"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("create: %v, want EROFS", err)
+	}
+	if err := os.Mkdir(m.path("d"), 0o755); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("mkdir: %v, want EROFS", err)
+	}
+	// A sub-prefix mount and a directory listing.
+	names, err := os.ReadDir(m.dir)
+	if err != nil || len(names) < 100 {
+		t.Errorf("readdir: %d entries, %v", len(names), err)
+	}
+}
+
+// TestMountRefuses: a missing bucket, refused credentials and an
+// unreachable endpoint stop the mount with one line.
+func TestMountRefuses(t *testing.T) {
+	requireServer(t)
+	mnt := t.TempDir()
+	secret := os.Getenv("AWS_SECRET_ACCESS_KEY")
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no bucket", nil, []string{"s3://no-such-bucket"}, "no such bucket"},
+		{"bad key", []string{"AWS_SECRET_ACCESS_KEY=wrong" + secret[:4]}, []string{"s3://" + bucket}, "credentials were refused"},
+		{"unreachable", []string{"AWS_ENDPOINT_URL=http://127.0.0.1:9"}, []string{"--request-timeout", "3s", "s3://" + bucket}, "cannot reach"},
+	}
+	for _, c := range cases {
+		args := append(append([]string{"mount"}, c.args...), mnt)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), c.env...)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		text := strings.TrimSpace(string(out))
+		if err == nil {
+			t.Errorf("%s: mount succeeded", c.name)
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+			continue
+		}
+		if !strings.Contains(text, c.want) || strings.Count(text, "\n") > 0 {
+			t.Errorf("%s: %q, want one line with %q", c.name, text, c.want)
+		}
+		if strings.Contains(text, secret) {
+			t.Errorf("%s: the message holds the secret", c.name)
+		}
+	}
+}
+
+// TestCLI: info, verify (an object and a prefix), unpack of s3://
+// locations, and pack into the bucket (then read back).
+func TestCLI(t *testing.T) {
+	requireServer(t)
+	out := run(t, bin, "info", "s3://"+bucket+"/codec_zstd_l5.b2frame")
+	if !strings.Contains(out, "zstd") {
+		t.Errorf("info: %s", out)
+	}
+	out = run(t, bin, "verify", "s3://"+bucket+"/codec_lz4_l5.b2frame")
+	if !strings.HasPrefix(out, "OK") {
+		t.Errorf("verify: %s", out)
+	}
+	r := testutil.Run(5*time.Minute, bin, "verify", "s3://"+bucket+"/")
+	if r.Code != 1 || !strings.Contains(string(r.Stdout), "FAIL s3://"+bucket+"/invalid_bad_magic.b2frame") || strings.Contains(string(r.Stdout), "FAIL s3://"+bucket+"/codec_") {
+		t.Errorf("verify of the bucket: %v\n%s", r, r.Stdout)
+	}
+	dir := t.TempDir()
+	fxs := loadFixtures(t)
+	for _, name := range []string{"codec_zstd_l5.b2frame", "nd_f64_2d_bitshuffle.b2nd", "codec_lz4.blp"} {
+		var fx fixtures.Fixture
+		for _, f := range fxs {
+			if f.Name == name {
+				fx = f
+			}
+		}
+		outPath := filepath.Join(dir, name+".out")
+		run(t, bin, "unpack", "s3://"+bucket+"/"+name, outPath)
+		got, _ := os.ReadFile(outPath)
+		if !bytes.Equal(got, plain(t, fx)) {
+			t.Errorf("unpack %s: differs from the local decode", name)
+		}
+	}
+	// pack into the bucket, big enough for a multipart upload.
+	src := filepath.Join(dir, "series")
+	data := make([]byte, 40<<20)
+	for i := range data {
+		data[i] = byte(i>>12) ^ byte(i%7)
+	}
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, bin, "pack", "--codec", "lz4", "--clevel", "1", src, "s3://"+bucket+"/packed/series.b2frame")
+	back := filepath.Join(dir, "series.back")
+	run(t, bin, "unpack", "s3://"+bucket+"/packed/series.b2frame", back)
+	got, _ := os.ReadFile(back)
+	if sha(got) != sha(data) {
+		t.Error("pack to s3:// then unpack: the bytes differ")
+	}
+	// A failed pack leaves no object behind.
+	r = testutil.Run(time.Minute, bin, "pack", filepath.Join(dir, "missing"), "s3://"+bucket+"/packed/missing.b2frame")
+	if r.Err == nil {
+		t.Error("pack of a missing file succeeded")
+	}
+	if r := testutil.Run(time.Minute, bin, "info", "s3://"+bucket+"/packed/missing.b2frame"); r.Err == nil {
+		t.Error("a failed pack left an object")
+	}
+}
+
+func sha(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }
+
+// TestFaults mounts the bucket through a proxy that drops connections,
+// delays, answers 500 and 503 SlowDown and cuts bodies short, and
+// replaces objects while they are read: every read is bit-exact or EIO,
+// and the daemon keeps serving.
+func TestFaults(t *testing.T) {
+	requireServer(t)
+	faults := fakes3.NewFaults(endpoint, 0.25, 42)
+	defer faults.Close()
+	faults.Delay = 20 * time.Millisecond
+	m := mountRemote(t, "s3://"+bucket, "--endpoint", faults.URL, "--cache-size", "4MiB", "--remote-cache-size", "1MiB", "--dir-cache", "0s")
+	ok, eio := 0, 0
+	for _, fx := range readable(loadFixtures(t)) {
+		if fx.Kind == "b2nd" {
+			continue
+		}
+		got, err := os.ReadFile(viewPath(t, m, fx))
+		switch {
+		case errors.Is(err, syscall.EIO):
+			eio++
+		case err != nil:
+			t.Errorf("%s: %v", fx.Name, err)
+		case sha(got) != fx.PlainSHA:
+			t.Errorf("%s: wrong bytes through the faulty proxy", fx.Name)
+		default:
+			ok++
+		}
+	}
+	t.Logf("%d read bit-exact, %d EIO; faults: drop %d, 500 %d, 503 %d, delay %d, truncate %d", ok, eio,
+		faults.Count("drop"), faults.Count("500"), faults.Count("503"), faults.Count("delay"), faults.Count("truncate"))
+	if ok < 50 {
+		t.Errorf("only %d fixtures read through the faulty proxy", ok)
+	}
+
+	// An object replaced while it is open: the open handle reads the
+	// old bytes or gets EIO; a new open sees the new object.
+	s := newStore(t, bucket)
+	key := "replaced/series.bin"
+	old := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB
+	if err := s.Upload(context.Background(), key, bytes.NewReader(old)); err != nil {
+		t.Fatal(err)
+	}
+	faults.Rate.Store(0.0)
+	f, err := os.Open(m.path(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 4096)
+	if _, err := f.ReadAt(b, 0); err != nil || !bytes.Equal(b, old[:4096]) {
+		t.Fatalf("first read: %v", err)
+	}
+	repl := bytes.Repeat([]byte("ZYXWVUTSRQPONMLK"), 1<<18)
+	if err := s.Upload(context.Background(), key, bytes.NewReader(repl)); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{1 << 20, 3 << 20} {
+		_, err := f.ReadAt(b, off)
+		if err == nil && !bytes.Equal(b, old[off:off+4096]) {
+			t.Fatalf("read at %d after the replace: neither the old bytes nor EIO", off)
+		}
+		if err != nil && !errors.Is(err, syscall.EIO) {
+			t.Fatalf("read at %d after the replace: %v", off, err)
+		}
+	}
+	if !strings.Contains(m.logText(), "changed since it was opened") {
+		t.Errorf("no log line for the replaced object:\n%s", m.logText())
+	}
+	time.Sleep(1100 * time.Millisecond) // the kernel's attribute cache
+	g, err := os.ReadFile(m.path(key))
+	if err != nil || !bytes.Equal(g, repl) {
+		t.Errorf("reopened after the replace: %v, new bytes %v", err, bytes.Equal(g, repl))
+	}
+	// The daemon still serves.
+	if _, err := os.ReadDir(m.dir); err != nil {
+		t.Errorf("after the faults: %v", err)
+	}
+}
+
+// TestProfile: credentials from AWS_PROFILE and the shared files, none in
+// the environment.
+func TestProfile(t *testing.T) {
+	requireServer(t)
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	conf := filepath.Join(dir, "config")
+	body := fmt.Sprintf("[archive]\naws_access_key_id = %s\naws_secret_access_key = %s\n", os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"))
+	if err := os.WriteFile(creds, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("[profile archive]\nregion = us-east-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_ACCESS_KEY_ID=") && !strings.HasPrefix(kv, "AWS_SECRET_ACCESS_KEY=") && !strings.HasPrefix(kv, "AWS_REGION=") {
+			env = append(env, kv)
+		}
+	}
+	run := func(extra ...string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "info", "s3://"+bucket+"/codec_lz4.blp")
+		cmd.Env = append(append([]string(nil), env...), extra...)
+		return cmd.CombinedOutput()
+	}
+	if out, err := run("AWS_PROFILE=archive", "AWS_SHARED_CREDENTIALS_FILE="+creds, "AWS_CONFIG_FILE="+conf); err != nil || !strings.Contains(string(out), "lz4") {
+		t.Errorf("with AWS_PROFILE: %v: %s", err, out)
+	}
+	// (No instance metadata lookup: the tests stay on loopback.)
+	if out, err := run("AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "none"), "AWS_CONFIG_FILE="+filepath.Join(dir, "none"), "AWS_EC2_METADATA_DISABLED=true"); err == nil {
+		t.Errorf("without credentials: succeeded: %s", out)
+	}
+}

@@ -1,0 +1,110 @@
+package remote
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// Listing is what one prefix holds, one level deep: objects (by their
+// name after the prefix) and sub-prefixes (by their name, without the
+// trailing slash).
+type Listing struct {
+	Objects  map[string]ObjectInfo
+	Prefixes map[string]bool
+}
+
+type listEntry struct {
+	once sync.Once
+	at   time.Time
+	l    *Listing
+	err  error
+}
+
+// List returns the listing of prefix ("" or ending in "/"), paginated
+// through ListObjectsV2 with delimiter "/", reused for Config.DirCache.
+// Concurrent calls for one prefix share one listing.
+func (s *Store) List(ctx context.Context, prefix string) (*Listing, error) {
+	s.listMu.Lock()
+	e := s.lists[prefix]
+	if e == nil || (e.l != nil || e.err != nil) && time.Since(e.at) > max(s.cfg.DirCache, 0) {
+		e = &listEntry{}
+		s.lists[prefix] = e
+	}
+	s.listMu.Unlock()
+	e.once.Do(func() {
+		e.l, e.err = s.list(ctx, prefix)
+		e.at = time.Now()
+		if e.err != nil {
+			s.listMu.Lock()
+			if s.lists[prefix] == e {
+				delete(s.lists, prefix) // errors are not cached
+			}
+			s.listMu.Unlock()
+		}
+	})
+	return e.l, e.err
+}
+
+// Invalidate forgets the cached listing of prefix.
+func (s *Store) Invalidate(prefix string) {
+	s.listMu.Lock()
+	delete(s.lists, prefix)
+	s.listMu.Unlock()
+}
+
+func (s *Store) list(ctx context.Context, prefix string) (*Listing, error) {
+	l := &Listing{Objects: map[string]ObjectInfo{}, Prefixes: map[string]bool{}}
+	var token *string
+	for {
+		var out *s3.ListObjectsV2Output
+		var err error
+		for attempt := 1; attempt <= s.cfg.Attempts; attempt++ {
+			if attempt > 1 {
+				if err := sleep(ctx, backoff(attempt-1)); err != nil {
+					return nil, err
+				}
+			}
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+			s.stats.add(1, 0)
+			out, err = s.client.ListObjectsV2(rctx, &s3.ListObjectsV2Input{
+				Bucket:            aws.String(s.bucket),
+				Prefix:            aws.String(prefix),
+				Delimiter:         aws.String("/"),
+				ContinuationToken: token,
+			})
+			cancel()
+			if err == nil {
+				break
+			}
+			err = s.describe(err, "list "+s.name(prefix))
+			if !retryable(err) {
+				return nil, err
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range out.Contents {
+			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
+			if name == "" || strings.Contains(name, "/") {
+				continue // the prefix's own marker object
+			}
+			l.Objects[name] = ObjectInfo{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag), LastModified: aws.ToTime(o.LastModified)}
+		}
+		for _, p := range out.CommonPrefixes {
+			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(p.Prefix), prefix), "/")
+			if name != "" && !strings.Contains(name, "/") {
+				l.Prefixes[name] = true
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+			return l, nil
+		}
+		token = out.NextContinuationToken
+	}
+}

@@ -1,0 +1,123 @@
+package remote
+
+import (
+	"container/list"
+	"sort"
+	"sync"
+)
+
+// rangeCache keeps fetched byte ranges of objects in memory, bounded in
+// bytes, evicting the least recently used range. Ranges are immutable
+// once stored, so readers copy from them without holding the lock.
+type rangeCache struct {
+	mu    sync.Mutex
+	max   int64
+	used  int64
+	lru   *list.List // of *extent, most recent first
+	byObj map[string][]*extent
+}
+
+// extent is one fetched range of one object version.
+type extent struct {
+	obj   string
+	start int64
+	data  []byte
+	elem  *list.Element
+}
+
+func (e *extent) end() int64 { return e.start + int64(len(e.data)) }
+
+func newRangeCache(max int64) *rangeCache {
+	return &rangeCache{max: max, lru: list.New(), byObj: map[string][]*extent{}}
+}
+
+// maxOverlapScan bounds how far back a lookup looks for an earlier range
+// that reaches past a later one's start.
+const maxOverlapScan = 8
+
+// get returns the cached bytes of obj from off to the end of the range
+// holding off, or nil.
+func (c *rangeCache) get(obj string, off int64) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exts := c.byObj[obj]
+	i := sort.Search(len(exts), func(i int) bool { return exts[i].start > off })
+	for j := i - 1; j >= 0 && j >= i-maxOverlapScan; j-- {
+		if e := exts[j]; e.end() > off {
+			c.lru.MoveToFront(e.elem)
+			return e.data[off-e.start:]
+		}
+	}
+	return nil
+}
+
+// next returns the start of the first cached range of obj that starts
+// after off and is at least gap bytes long or reaches end (shorter ones
+// are fetched again rather than split a GET in two), or -1.
+func (c *rangeCache) next(obj string, off, end, gap int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exts := c.byObj[obj]
+	i := sort.Search(len(exts), func(i int) bool { return exts[i].start > off })
+	for ; i < len(exts); i++ {
+		e := exts[i]
+		if e.start >= end || int64(len(e.data)) >= gap || e.end() >= end {
+			return e.start
+		}
+	}
+	return -1
+}
+
+// put stores data as the range of obj starting at start.
+func (c *rangeCache) put(obj string, start int64, data []byte) {
+	if int64(len(data)) > c.max || len(data) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := &extent{obj: obj, start: start, data: data}
+	exts := c.byObj[obj]
+	i := sort.Search(len(exts), func(i int) bool { return exts[i].start > start })
+	exts = append(exts, nil)
+	copy(exts[i+1:], exts[i:])
+	exts[i] = e
+	c.byObj[obj] = exts
+	e.elem = c.lru.PushFront(e)
+	c.used += int64(len(data))
+	for c.used > c.max {
+		c.removeLocked(c.lru.Back().Value.(*extent))
+	}
+}
+
+func (c *rangeCache) removeLocked(e *extent) {
+	c.lru.Remove(e.elem)
+	c.used -= int64(len(e.data))
+	exts := c.byObj[e.obj]
+	for i, x := range exts {
+		if x == e {
+			exts = append(exts[:i], exts[i+1:]...)
+			break
+		}
+	}
+	if len(exts) == 0 {
+		delete(c.byObj, e.obj)
+	} else {
+		c.byObj[e.obj] = exts
+	}
+}
+
+// drop forgets every range of obj.
+func (c *rangeCache) drop(obj string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range append([]*extent(nil), c.byObj[obj]...) {
+		c.removeLocked(e)
+	}
+}
+
+// size returns the bytes held.
+func (c *rangeCache) size() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used
+}
