@@ -134,6 +134,10 @@ func describe(path string) (*infoRecord, error) {
 // Paths that cannot be read are passed with their error.
 func walkContainers(roots []string, fn func(path string, err error)) error {
 	for _, root := range roots {
+		if remote.IsURL(root) {
+			fn(root, nil) // an object: not walked (verify walks prefixes itself)
+			continue
+		}
 		st, err := os.Stat(root)
 		if err != nil {
 			fn(root, err)
