@@ -486,7 +486,10 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	}
 	st.obj.Opened()
 	n.mu.Lock()
-	changed := n.info.ETag != info.ETag
+	// The kernel's cached pages are those of the version last opened
+	// (cur), whatever a listing has learned since: compare with that.
+	stale := cur != nil && cur.obj.ETag != info.ETag
+	changed := n.info.ETag != info.ETag || stale
 	n.info, n.cur = info, st
 	if n.sparse != "" {
 		n.pr = n.r.probeSparse(n.sparse)
@@ -494,11 +497,18 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 		n.pr = n.r.probe(info)
 	}
 	n.mu.Unlock()
+	fl := uint32(fuse.FOPEN_KEEP_CACHE)
 	if changed {
 		n.r.store.Invalidate(n.r.prefixOf(key))
 		go n.NotifyContent(0, 0)
 	}
-	return &remoteHandle{n: n, st: st}, fuse.FOPEN_KEEP_CACHE, 0
+	if stale {
+		// Without KEEP_CACHE the kernel drops the file's cached pages at
+		// this open, before any read: the asynchronous notification above
+		// alone may come after the reads it should have preceded.
+		fl = 0
+	}
+	return &remoteHandle{n: n, st: st}, fl, 0
 }
 
 // prefixOf returns the listing prefix of key.

@@ -48,7 +48,7 @@ func TestRemoteInProcess(t *testing.T) {
 	})
 	faults := fakes3.NewFaults(srv.URL, 0.2, 5)
 	defer faults.Close()
-	faults.Delay = time.Millisecond
+	faults.Delay.Store(int64(time.Millisecond))
 	logs := &syncBuffer{}
 	logger := log.New(logs, "", 0)
 	store, err := remote.New(context.Background(), "bkt", remote.Config{Endpoint: faults.URL, Anonymous: true, Logger: logger, Attempts: 6, CacheSize: 2 << 20})

@@ -72,7 +72,7 @@ func TestFixturesThroughFaults(t *testing.T) {
 	defer srv.Close()
 	faults := fakes3.NewFaults(srv.URL, 0.3, 7)
 	defer faults.Close()
-	faults.Delay = 5 * time.Millisecond
+	faults.Delay.Store(int64(5 * time.Millisecond))
 	s := newStore(t, faults.URL, "bkt", remote.Config{Attempts: 8, CacheSize: 1 << 20})
 	ok, failed := 0, 0
 	for _, fx := range fxs {
@@ -196,7 +196,7 @@ func TestReplacedUnderFaults(t *testing.T) {
 	defer srv.Close()
 	faults := fakes3.NewFaults(srv.URL, 0.2, 3)
 	defer faults.Close()
-	faults.Delay = time.Millisecond
+	faults.Delay.Store(int64(time.Millisecond))
 	s := newStore(t, faults.URL, "bkt", remote.Config{CacheSize: 64 << 10, Attempts: 6})
 	versions := make([][]byte, 4)
 	for i := range versions {
@@ -393,7 +393,7 @@ func TestBigFrameUnderFaults(t *testing.T) {
 	srv.Put("big.b2frame", data)
 	faults := fakes3.NewFaults(srv.URL, 0.2, 11)
 	defer faults.Close()
-	faults.Delay = 2 * time.Millisecond
+	faults.Delay.Store(int64(2 * time.Millisecond))
 	s := newStore(t, faults.URL, "bkt", remote.Config{CacheSize: 4 << 20, ReadAheadMax: 8 << 20, Attempts: 6})
 	o, err := s.Open(context.Background(), "big.b2frame")
 	if err != nil {

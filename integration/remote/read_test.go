@@ -424,7 +424,7 @@ func TestFaults(t *testing.T) {
 	requireServer(t)
 	faults := fakes3.NewFaults(endpoint, 0.25, 42)
 	defer faults.Close()
-	faults.Delay = 20 * time.Millisecond
+	faults.Delay.Store(int64(20 * time.Millisecond))
 	m := mountRemote(t, "s3://"+bucket, "--endpoint", faults.URL, "--cache-size", "4MiB", "--remote-cache-size", "1MiB", "--dir-cache", "0s")
 	ok, eio := 0, 0
 	for _, fx := range readable(loadFixtures(t)) {

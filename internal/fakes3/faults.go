@@ -21,8 +21,9 @@ type Faults struct {
 	URL string
 	// Rate is the share of requests that fail (0..1).
 	Rate atomic.Value // float64
-	// Delay is how long a delayed request waits.
-	Delay time.Duration
+	// Delay is how long a delayed request waits, in nanoseconds (set it
+	// with Store: requests may be served meanwhile).
+	Delay atomic.Int64
 	// Only, when set, is the one kind of fault injected: "drop", "500",
 	// "503", "delay" or "truncate".
 	Only string
@@ -45,7 +46,8 @@ func NewFaults(target string, rate float64, seed uint64) *Faults {
 	if err != nil {
 		panic(err)
 	}
-	f := &Faults{proxy: httputil.NewSingleHostReverseProxy(u), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), Delay: 50 * time.Millisecond}
+	f := &Faults{proxy: httputil.NewSingleHostReverseProxy(u), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	f.Delay.Store(int64(50 * time.Millisecond))
 	f.proxy.ErrorLog = nil
 	f.Rate.Store(rate)
 	f.srv = httptest.NewServer(f)
@@ -98,7 +100,7 @@ func (f *Faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, 503, "SlowDown")
 	case 3:
 		f.count("delay")
-		time.Sleep(f.Delay)
+		time.Sleep(time.Duration(f.Delay.Load()))
 		f.proxy.ServeHTTP(w, r)
 	case 4:
 		f.count("truncate")
