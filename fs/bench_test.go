@@ -6,7 +6,6 @@ import (
 	"io"
 	"log"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/internal/testutil"
 	"github.com/bloscfs/bloscfs/pack/frame"
 	"golang.org/x/sys/unix"
 )
@@ -123,29 +123,6 @@ func timeCmd(b *testing.B, name string, args ...string) time.Duration {
 	return time.Since(start)
 }
 
-// latencies does n random 4 KiB preads and returns p50 and p99.
-func latencies(b *testing.B, path string, size int64, n int) (p50, p99 time.Duration) {
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
-	r := rand.New(rand.NewPCG(1, 2))
-	buf := make([]byte, 4096)
-	ds := make([]time.Duration, n)
-	for i := range ds {
-		off := r.Int64N(size/4096) * 4096
-		t := time.Now()
-		if _, err := f.ReadAt(buf, off); err != nil {
-			b.Fatal(err)
-		}
-		ds[i] = time.Since(t)
-	}
-	slices.Sort(ds)
-	return ds[n/2], ds[n*99/100]
-}
-
 // BenchmarkMount measures the mount against the alternatives, in one run:
 // cold sequential dd of an LZ4+shuffle and a zstd+shuffle frame through a
 // fresh mount; `bloscfs unpack` of the same files, to /dev/null and into
@@ -231,10 +208,10 @@ func BenchmarkMount(b *testing.B) {
 
 		mnt, unmount = mount()
 		dropCaches()
-		p50, p99 := latencies(b, filepath.Join(mnt, "lz4"), size, 2000)
+		p50, p99 := testutil.ReadLatencies(b, filepath.Join(mnt, "lz4"), size, 2000)
 		res["cold4k-p50-µs"], res["cold4k-p99-µs"] = float64(p50.Microseconds()), float64(p99.Microseconds())
 		timeCmd(b, "cat", filepath.Join(mnt, "lz4")) // the whole file into the page cache
-		p50, p99 = latencies(b, filepath.Join(mnt, "lz4"), size, 20000)
+		p50, p99 = testutil.ReadLatencies(b, filepath.Join(mnt, "lz4"), size, 20000)
 		res["warm4k-p50-µs"], res["warm4k-p99-µs"] = float64(p50.Nanoseconds())/1e3, float64(p99.Nanoseconds())/1e3
 		unmount()
 		keys := make([]string, 0, len(res))

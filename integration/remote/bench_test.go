@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/internal/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,29 +59,6 @@ func timed(b *testing.B, name string, args ...string) time.Duration {
 		b.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return time.Since(start)
-}
-
-// lat does n random 4 KiB preads of path and returns p50 and p99.
-func lat(b *testing.B, path string, size int64, n int) (p50, p99 time.Duration) {
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
-	rng := rand.New(rand.NewPCG(1, 2))
-	buf := make([]byte, 4096)
-	ds := make([]time.Duration, n)
-	for i := range ds {
-		off := rng.Int64N(size/4096) * 4096
-		t := time.Now()
-		if _, err := f.ReadAt(buf, off); err != nil {
-			b.Fatal(err)
-		}
-		ds[i] = time.Since(t)
-	}
-	slices.Sort(ds)
-	return ds[n/2], ds[n*99/100]
 }
 
 // daemonHWM returns the peak RSS of the process serving a mount, in MiB.
@@ -158,7 +136,7 @@ func BenchmarkRemote(b *testing.B) {
 		// Cold 4 KiB random reads, and one bare GET round trip.
 		req0, byt0 := counter.Requests.Load(), counter.Bytes.Load()
 		rm := benchMount(b, "s3://bench", "--endpoint", counter.URL)
-		p50, p99 := lat(b, filepath.Join(rm.dir, "lz4"), size, 300)
+		p50, p99 := testutil.ReadLatencies(b, filepath.Join(rm.dir, "lz4"), size, 300)
 		rm.stop(b)
 		res["cold4k-p50-ms"], res["cold4k-p99-ms"] = float64(p50.Microseconds())/1e3, float64(p99.Microseconds())/1e3
 		res["rand-fetched/read"] = float64(counter.Bytes.Load()-byt0) / (300 * 4096)
