@@ -315,7 +315,6 @@ func (c *Chunk) Decode(dst []byte) error {
 	if len(dst) < int(c.Nbytes) {
 		return fmt.Errorf("blosc: Decode: destination of %d bytes for %d", len(dst), c.Nbytes)
 	}
-	dst = dst[:c.Nbytes:c.Nbytes]
 	var ref []byte
 	for i := 0; i < c.nblocks; i++ {
 		off := c.BlockOffset(i)
