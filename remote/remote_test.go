@@ -371,7 +371,7 @@ func TestRequestCounts(t *testing.T) {
 				}
 			}
 			if byt > bound {
-				t.Errorf("read at %d fetched %d bytes in %d requests, bound %d", off, byt, req, bound)
+				t.Errorf("read at %d fetched %d bytes in %d requests, bound %d: %q", off, byt, req, bound, srv.Log())
 			}
 			if req > 6 {
 				t.Errorf("read at %d took %d requests", off, req)

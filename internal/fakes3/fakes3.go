@@ -34,6 +34,8 @@ type Server struct {
 	objs     map[string]*object
 	requests atomic.Int64
 	bytes    atomic.Int64
+	logMu    sync.Mutex
+	log      []string
 }
 
 type object struct {
@@ -65,22 +67,44 @@ func (s *Server) Put(key string, data []byte) {
 func (s *Server) Counts() (requests, bytes int64) { return s.requests.Load(), s.bytes.Load() }
 
 // ResetCounts zeroes the counters.
-func (s *Server) ResetCounts() { s.requests.Store(0); s.bytes.Store(0) }
+func (s *Server) ResetCounts() {
+	s.requests.Store(0)
+	s.bytes.Store(0)
+	s.logMu.Lock()
+	s.log = nil
+	s.logMu.Unlock()
+}
+
+// Log returns the requests served since the last ResetCounts, each as
+// its method, key and Range header, for a test to show when a count is
+// off.
+func (s *Server) Log() []string {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	return append([]string(nil), s.log...)
+}
 
 type countingWriter struct {
 	http.ResponseWriter
 	n *atomic.Int64
 }
 
+// Write counts p before it sends it: a client may have the whole body,
+// and its caller reset the counts, before Write returns, and a count
+// added late would land in the next measurement.
 func (c countingWriter) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
 	n, err := c.ResponseWriter.Write(p)
-	c.n.Add(int64(n))
+	c.n.Add(int64(n - len(p)))
 	return n, err
 }
 
 // ServeHTTP answers one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
+	s.logMu.Lock()
+	s.log = append(s.log, r.Method+" "+r.URL.Path+" "+r.Header.Get("Range"))
+	s.logMu.Unlock()
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	bucket, key, _ := strings.Cut(path, "/")
 	if bucket != s.Bucket {
