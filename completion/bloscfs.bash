@@ -35,7 +35,7 @@ _bloscfs() {
 		;;
 	--cache-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
 	--s3-path-style) COMPREPLY=($(compgen -W "true false" -- "$cur")); return ;;
-	--cache-size | --read-ahead | --chunk-size | --clevel | --typesize | --chunkshape | --blockshape | --endpoint | --region | --request-timeout | --remote-cache-size | --dir-cache | --cache-dir-size) return ;;
+	--cache-size | --read-ahead | --chunk-size | --block-size | --clevel | --typesize | --chunkshape | --blockshape | --endpoint | --region | --request-timeout | --remote-cache-size | --dir-cache | --cache-dir-size) return ;;
 	esac
 	local flags remote="--endpoint --s3-path-style --anonymous --region --request-timeout --remote-cache-size --dir-cache --cache-dir --cache-dir-size"
 	case $cmd in
@@ -43,7 +43,7 @@ _bloscfs() {
 	unmount) flags="--lazy -l --help" ;;
 	stats) flags="--json --help" ;;
 	info | verify) flags="--json $remote --help" ;;
-	pack) flags="--format --chunkshape --blockshape --codec --clevel --filter --typesize --chunk-size --checksum --force -f --quiet -q $remote --help" ;;
+	pack) flags="--format --chunkshape --blockshape --codec --clevel --filter --typesize --chunk-size --block-size --checksum --force -f --quiet -q $remote --help" ;;
 	unpack) flags="--force -f --quiet -q $remote --help" ;;
 	help) COMPREPLY=($(compgen -W "mount unmount stats pack unpack info verify version" -- "$cur")); return ;;
 	*) flags="--help" ;;

@@ -80,7 +80,7 @@ const usage = `usage:
   bloscfs unmount [-l|--lazy] MOUNTPOINT
   bloscfs stats  [--json] MOUNTPOINT
   bloscfs pack   [--format b2frame|blp|b2nd] [--codec C] [--clevel N] [--filter F]
-                 [--typesize N] [--chunk-size S] [--checksum K]
+                 [--typesize N] [--chunk-size S] [--block-size S] [--checksum K]
                  [--chunkshape A,B,...] [--blockshape A,B,...] [-f|--force]
                  [-q|--quiet] IN|- [OUT]
   bloscfs unpack [-f|--force] [-q|--quiet] IN [OUT|-]

@@ -161,6 +161,8 @@ func TestPackRoundTrip(t *testing.T) {
 		{"--codec", "lz4", "--filter", "bitshuffle", "--typesize", "4", "--chunk-size", "300000"},
 		{"--codec", "zlib", "--clevel", "9", "--filter", "delta,shuffle"},
 		{"--codec", "blosclz", "--filter", "none", "--typesize", "1"},
+		{"--codec", "lz4", "--block-size", "64KiB"},
+		{"--format", "blp", "--block-size", "100000"},
 	} {
 		out := filepath.Join(dir, fmt.Sprintf("packed%d", k))
 		r := bloscfs(t, append(append([]string{"pack"}, args...), in, out)...)
@@ -171,8 +173,18 @@ func TestPackRoundTrip(t *testing.T) {
 		if u.code != 0 || !bytes.Equal(u.stdout, src.Bytes()) {
 			t.Fatalf("pack %v: unpack exit %d, %d bytes back of %d", args, u.code, len(u.stdout), src.Len())
 		}
-		if i := bloscfs(t, "info", "--json", out); i.code != 0 {
+		i := bloscfs(t, "info", "--json", out)
+		if i.code != 0 {
 			t.Fatalf("info: %s", i.stderr)
+		}
+		// --block-size is what the chunks hold.
+		for j, a := range args {
+			if a == "--block-size" {
+				bs, _ := parseSize(args[j+1])
+				if want := fmt.Sprintf(`"blocksize": %d,`, bs); !bytes.Contains(i.stdout, []byte(want)) {
+					t.Errorf("pack %v: info has no %s: %s", args, want, i.stdout)
+				}
+			}
 		}
 		// No temp file is left behind.
 		if m, _ := filepath.Glob(filepath.Join(dir, ".*tmp*")); len(m) != 0 {
@@ -207,7 +219,8 @@ func TestPackRoundTrip(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"frobnicate"}, {"pack"}, {"pack", "--codec", "snappy", "x"}, {"pack", "--clevel", "12", "x"},
-		{"pack", "--filter", "rot13", "x"}, {"pack", "--chunk-size", "lots", "x"}, {"unpack"}, {"info"}, {"verify"},
+		{"pack", "--filter", "rot13", "x"}, {"pack", "--chunk-size", "lots", "x"},
+		{"pack", "--block-size", "0", "x"}, {"pack", "--block-size", "65MiB", "x"}, {"pack", "--block-size", "big", "x"}, {"unpack"}, {"info"}, {"verify"},
 	} {
 		if r := bloscfs(t, args...); r.code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, r.code, r.stderr)

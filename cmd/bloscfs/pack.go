@@ -64,6 +64,10 @@ func parseFilters(s string, typesize int) (f, meta [6]uint8, err error) {
 	return f, meta, nil
 }
 
+// maxPackBlock bounds --block-size: a mount decodes blocks of up to an
+// eighth of its cache, and at most 64 MiB.
+const maxPackBlock = 64 << 20
+
 // packHelp is the description in `bloscfs help pack`.
 const packHelp = `Compress a plain file on all cores into a Blosc2 frame (default), a
 Bloscpack file, or (for a .npy input) a .b2nd array. OUT defaults to
@@ -82,6 +86,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	filter := fs.String("filter", "shuffle", "`FILTERS`: shuffle, bitshuffle, none, delta,shuffle, shuffle,bytedelta, truncprec:N,shuffle")
 	typesize := fs.Int("typesize", 8, "element `SIZE` in bytes (1-255)")
 	chunkSize := fs.String("chunk-size", "1MiB", "plain `BYTES` per chunk")
+	blockSize := fs.String("block-size", "auto", "plain `BYTES` per block, the unit a random read decodes; auto is c-blosc2's choice for the codec and level, as python-blosc2 makes it")
 	checksum := fs.String("checksum", "adler32", "blp chunk `CHECKSUM`: None, adler32, crc32, md5, sha1, sha224, sha256, sha384, sha512")
 	force := fs.BoolP("force", "f", false, "overwrite OUT; pack IN even if it is a container already")
 	quiet := fs.BoolP("quiet", "q", false, "print no summary")
@@ -124,6 +129,15 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --chunk-size %q", errUsage, *chunkSize)
 	}
 	p := blosc.Params{Typesize: *typesize, Split: blosc.SplitAuto}
+	if *blockSize != "auto" {
+		bs, err := parseSize(*blockSize)
+		// A mount decodes blocks of up to an eighth of its cache (64 MiB
+		// at most); larger blocks would be readable by unpack only.
+		if err != nil || bs <= 0 || bs > maxPackBlock {
+			return fmt.Errorf("%w: --block-size %q (1 byte to 64MiB, or auto)", errUsage, *blockSize)
+		}
+		p.Blocksize = int(bs)
+	}
 	if *format == "blp" {
 		p.Codec, p.Clevel, p.Blosc1, p.Split = blosc.CodecBloscLZ, 7, true, blosc.SplitForwardCompat
 	} else {
