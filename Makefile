@@ -20,7 +20,7 @@ FUZZ_TARGETS := \
 	./pack/bloscpack:FuzzOpen \
 	./pack/frame:FuzzOpenFrame
 
-.PHONY: all build deps test test-long unit race purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote run stop clean
+.PHONY: all build deps test test-long unit race purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
 
 all: build
 
@@ -137,6 +137,14 @@ test-long: deps
 bench: bench-mount bench-remote
 	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/... ./pack/...
 	$(GO) test -run='^$$' -bench=BenchmarkWrite -benchtime=1x -timeout=40m ./integration/writes/
+	$(MAKE) bench-table
+
+# bench-table measures the one table of docs/PERFORMANCE.md in one run
+# (root; BLOSCFS_BENCH_SIZE MiB per data set, 1024 by default) and
+# prints it last; it is also kept in bench-table.md.
+bench-table: deps
+	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench=BenchmarkTable -benchtime=1x -timeout=60m ./integration/
+	@echo; cat bench-table.md
 
 bench-mount:
 	$(GO) test -run='^$$' -bench=BenchmarkMount -benchtime=1x -timeout=30m ./fs/
