@@ -3,10 +3,15 @@ package fs
 import (
 	"context"
 	"io"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
+	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -14,9 +19,10 @@ import (
 // compressed files go: the local source directory (localBackend, in
 // dir.go) or a bucket (bucketBackend, in remote.go). What is written once
 // over it: the name mapping of a directory (viewEntries) and the lookup
-// of one view name (lookupEntry). The read path of a compressed file is
-// written once over viewContent (viewHandle, below), and its
-// user.bloscfs.* attributes over a probe (xattrs, getXattr, listXattrs).
+// of one view name (lookupEntry). Also written once, in this file: the
+// probe record (probeOf), the user.bloscfs.* attributes it gives (xattrs,
+// getXattr, listXattrs), and the read path of a compressed file
+// (viewHandle, over a viewContent).
 //
 // A directory is named by a string that only its backend reads: an
 // absolute path on disk, or a key prefix ending in "/".
@@ -82,6 +88,93 @@ func lookupEntry(b backend, dir, name string) (*entry, syscall.Errno) {
 		}
 	}
 	return nil, syscall.ENOENT
+}
+
+// probe is what opening a candidate container found.
+type probe struct {
+	ok   bool
+	size int64 // size of the view
+	info pack.Info
+	npy  bool
+}
+
+// probeOf records what the view v of a readable container holds: only
+// what is needed to show the file (no metadata, which may be large).
+func probeOf(v *all.View) *probe {
+	p := &probe{ok: true, size: v.Size, info: v.Container.Info(), npy: v.NPY}
+	p.info.Meta = nil
+	return p
+}
+
+// xattrPrefix names bloscfs's own extended attributes.
+const xattrPrefix = "user.bloscfs."
+
+// xattrs returns the user.bloscfs.* attributes that describe how a file
+// is stored.
+func xattrs(p *probe) map[string]string {
+	in := p.info
+	m := map[string]string{
+		"format":          in.Format,
+		"codec":           in.Codec,
+		"typesize":        strconv.Itoa(in.Typesize),
+		"chunksize":       strconv.FormatInt(in.ChunkSize, 10),
+		"blocksize":       strconv.Itoa(in.Blocksize),
+		"chunks":          strconv.Itoa(in.Chunks),
+		"compressed_size": strconv.FormatInt(in.StoredSize, 10),
+		"size":            strconv.FormatInt(in.Size, 10),
+		"filters":         blosc.FilterString(in.Filters, in.FiltersMeta),
+	}
+	if in.Clevel >= 0 {
+		m["clevel"] = strconv.Itoa(in.Clevel)
+	}
+	if in.StoredSize > 0 {
+		m["ratio"] = strconv.FormatFloat(float64(in.Size)/float64(in.StoredSize), 'f', 3, 64)
+	}
+	if in.Checksum != "" {
+		m["checksum"] = in.Checksum
+	}
+	return m
+}
+
+// ownXattrs returns the user.bloscfs.* attributes of a file that p
+// describes: none unless it is shown decompressed.
+func ownXattrs(p *probe) map[string]string {
+	if !p.ok {
+		return nil
+	}
+	return xattrs(p)
+}
+
+// getXattr answers a GETXATTR of attr from own, the file's user.bloscfs.*
+// attributes (named without the prefix). ours is false when attr is not
+// a user.bloscfs.* name: the caller asks the source, if it has any.
+func getXattr(own map[string]string, attr string, dest []byte) (sz uint32, errno syscall.Errno, ours bool) {
+	name, ok := strings.CutPrefix(attr, xattrPrefix)
+	if !ok {
+		return 0, 0, false
+	}
+	v, ok := own[name]
+	if !ok {
+		return 0, syscall.ENODATA, true
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE, true
+	}
+	return uint32(copy(dest, v)), 0, true
+}
+
+// listXattrs answers a LISTXATTR: the names of own, then more (the
+// source's own list, NUL-terminated names).
+func listXattrs(own map[string]string, more, dest []byte) (uint32, syscall.Errno) {
+	var buf []byte
+	for name := range own {
+		buf = append(append(buf, xattrPrefix+name...), 0)
+	}
+	buf = append(buf, more...)
+	if len(dest) < len(buf) {
+		return uint32(len(buf)), syscall.ERANGE
+	}
+	return uint32(copy(dest, buf)), 0
 }
 
 // viewContent is what the handles of a compressed file read: a local

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -25,14 +23,6 @@ type probeKey struct {
 	path         string
 	ino          uint64
 	size, mtimeN int64
-}
-
-// probe is what opening a candidate container found.
-type probe struct {
-	ok   bool
-	size int64 // size of the view
-	info pack.Info
-	npy  bool
 }
 
 // probe opens path once per version (inode, size, mtime) and caches
@@ -71,14 +61,6 @@ func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 	}
 	f.probes.Add(key, p)
 	return p, nil
-}
-
-// probeOf records what the view v of a readable container holds: only
-// what is needed to show the file (no metadata, which may be large).
-func probeOf(v *all.View) *probe {
-	p := &probe{ok: true, size: v.Size, info: v.Container.Info(), npy: v.NPY}
-	p.info.Meta = nil
-	return p
 }
 
 // errnoOf turns an error into the errno to give the caller.
@@ -559,77 +541,6 @@ func (n *blobNode) size() int64 {
 		return 0
 	}
 	return n.view.Size
-}
-
-// xattrPrefix names bloscfs's own extended attributes.
-const xattrPrefix = "user.bloscfs."
-
-// xattrs returns the user.bloscfs.* attributes that describe how a file
-// is stored.
-func xattrs(p *probe) map[string]string {
-	in := p.info
-	m := map[string]string{
-		"format":          in.Format,
-		"codec":           in.Codec,
-		"typesize":        strconv.Itoa(in.Typesize),
-		"chunksize":       strconv.FormatInt(in.ChunkSize, 10),
-		"blocksize":       strconv.Itoa(in.Blocksize),
-		"chunks":          strconv.Itoa(in.Chunks),
-		"compressed_size": strconv.FormatInt(in.StoredSize, 10),
-		"size":            strconv.FormatInt(in.Size, 10),
-		"filters":         blosc.FilterString(in.Filters, in.FiltersMeta),
-	}
-	if in.Clevel >= 0 {
-		m["clevel"] = strconv.Itoa(in.Clevel)
-	}
-	if in.StoredSize > 0 {
-		m["ratio"] = strconv.FormatFloat(float64(in.Size)/float64(in.StoredSize), 'f', 3, 64)
-	}
-	if in.Checksum != "" {
-		m["checksum"] = in.Checksum
-	}
-	return m
-}
-
-// ownXattrs returns the user.bloscfs.* attributes of a file that p
-// describes: none unless it is shown decompressed.
-func ownXattrs(p *probe) map[string]string {
-	if !p.ok {
-		return nil
-	}
-	return xattrs(p)
-}
-
-// getXattr answers a GETXATTR of attr from own, the file's user.bloscfs.*
-// attributes (named without the prefix). ours is false when attr is not
-// a user.bloscfs.* name: the caller asks the source, if it has any.
-func getXattr(own map[string]string, attr string, dest []byte) (sz uint32, errno syscall.Errno, ours bool) {
-	name, ok := strings.CutPrefix(attr, xattrPrefix)
-	if !ok {
-		return 0, 0, false
-	}
-	v, ok := own[name]
-	if !ok {
-		return 0, syscall.ENODATA, true
-	}
-	if len(dest) < len(v) {
-		return uint32(len(v)), syscall.ERANGE, true
-	}
-	return uint32(copy(dest, v)), 0, true
-}
-
-// listXattrs answers a LISTXATTR: the names of own, then more (the
-// source's own list, NUL-terminated names).
-func listXattrs(own map[string]string, more, dest []byte) (uint32, syscall.Errno) {
-	var buf []byte
-	for name := range own {
-		buf = append(append(buf, xattrPrefix+name...), 0)
-	}
-	buf = append(buf, more...)
-	if len(dest) < len(buf) {
-		return uint32(len(buf)), syscall.ERANGE
-	}
-	return uint32(copy(dest, buf)), 0
 }
 
 // Getxattr returns a user.bloscfs.* attribute, or the source's.
