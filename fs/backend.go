@@ -46,14 +46,9 @@ type backendEntry struct {
 	meta any  // the backend's own record: *syscall.Stat_t, remote.ObjectInfo
 }
 
-// viewEntries returns the view of directory dir of b: every entry, or,
-// with only set, just those that could be shown as only (a lookup probes
-// its candidates, not the directory).
-func viewEntries(b backend, dir, only string) ([]entry, syscall.Errno) {
-	var names []string
-	if only != "" {
-		names = diskCandidates(only)
-	}
+// viewEntries returns the view of directory dir of b, made of the disk
+// entries named in names, or of all of them when names is nil.
+func viewEntries(b backend, dir string, names []string) ([]entry, syscall.Errno) {
 	bes, err := b.list(dir, names)
 	if err != nil {
 		return nil, errnoOf(err)
@@ -76,9 +71,11 @@ func viewEntries(b backend, dir, only string) ([]entry, syscall.Errno) {
 	return mapped, 0
 }
 
-// lookupEntry finds the view entry called name in directory dir of b.
+// lookupEntry finds the view entry called name in directory dir of b,
+// looking only at the disk entries that could be it (a lookup probes its
+// candidates, not the directory).
 func lookupEntry(b backend, dir, name string) (*entry, syscall.Errno) {
-	ents, errno := viewEntries(b, dir, name)
+	ents, errno := viewEntries(b, dir, diskCandidates(name))
 	if errno != 0 {
 		return nil, errno
 	}

@@ -64,7 +64,11 @@ func TestViewEntries(t *testing.T) {
 		{"bad.blp", "bad.blp", 0},
 		{"missing", "", 0},
 	} {
-		ents, errno := viewEntries(b, "d", tc.only)
+		var names []string
+		if tc.only != "" {
+			names = diskCandidates(tc.only)
+		}
+		ents, errno := viewEntries(b, "d", names)
 		if errno != tc.errno || render(ents) != tc.want {
 			t.Errorf("viewEntries(%q) = %q, %v; want %q, %v", tc.only, render(ents), errno, tc.want, tc.errno)
 		}
@@ -96,7 +100,7 @@ func TestViewEntriesErrors(t *testing.T) {
 			failed: map[string]error{"x.blp": syscall.EMFILE},
 		}, syscall.EMFILE},
 	} {
-		if ents, errno := viewEntries(tc.b, "d", ""); errno != tc.errno {
+		if ents, errno := viewEntries(tc.b, "d", nil); errno != tc.errno {
 			t.Errorf("%s: viewEntries = %q, %v; want %v", tc.name, render(ents), errno, tc.errno)
 		}
 	}

@@ -163,7 +163,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 // OpendirHandle lists the directory with mapped names.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	dir := d.path()
-	mapped, errno := viewEntries(localBackend{d.fs}, dir, "")
+	mapped, errno := viewEntries(localBackend{d.fs}, dir, nil)
 	if errno != 0 {
 		return nil, 0, errno
 	}

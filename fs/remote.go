@@ -348,7 +348,7 @@ func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 
 // Readdir lists the directory with mapped names.
 func (d *remoteDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	ents, errno := viewEntries(bucketBackend{d.r}, d.prefix, "")
+	ents, errno := viewEntries(bucketBackend{d.r}, d.prefix, nil)
 	if errno != 0 {
 		return nil, errno
 	}
