@@ -199,8 +199,11 @@ type viewHandle struct {
 	readAhead int64 // bytes decoded ahead of a sequential reader (0: none)
 	// logged reports that a read failure has been logged already (by
 	// the object store); nil: never.
-	logged   func() bool
-	next     atomic.Int64 // end of the last read (-1: none): a read starting near it is sequential
+	logged func() bool
+	// next is the end of the last read: a read starting near it is
+	// sequential. A local handle starts at -1 (only a first read at 0 is
+	// sequential), a remote one at 0 (any first read within seqWindow).
+	next     atomic.Int64
 	ahead    atomic.Bool  // a read-ahead is running
 	aheadEnd atomic.Int64 // where the last read-ahead of this stream ended
 	aheadWG  sync.WaitGroup
