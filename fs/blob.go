@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -27,14 +23,6 @@ type probeKey struct {
 	path         string
 	ino          uint64
 	size, mtimeN int64
-}
-
-// probe is what opening a candidate container found.
-type probe struct {
-	ok   bool
-	size int64 // size of the view
-	info pack.Info
-	npy  bool
 }
 
 // probe opens path once per version (inode, size, mtime) and caches
@@ -68,8 +56,7 @@ func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 		}
 		f.warnOnce("%s: shown raw: %v", path, err)
 	} else {
-		p.ok, p.size, p.info, p.npy = true, v.Size, v.Container.Info(), v.NPY
-		p.info.Meta = nil // may be large; the listing keeps only what it shows
+		p = probeOf(v)
 		v.Close()
 	}
 	f.probes.Add(key, p)
@@ -439,7 +426,7 @@ func (n *blobNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		}
 		n.writers++
 	}
-	h := &blobHandle{n: n, writable: w, readAhead: n.fs.opts.ReadAhead}
+	h := &blobHandle{viewHandle: viewHandle{c: n, f: n.fs, noSeq: w, readAhead: n.fs.opts.ReadAhead}, n: n, writable: w}
 	h.next.Store(-1)
 	n.fs.stats.openFiles.Add(1)
 	return h, fuse.FOPEN_KEEP_CACHE, 0
@@ -556,51 +543,14 @@ func (n *blobNode) size() int64 {
 	return n.view.Size
 }
 
-// xattrPrefix names bloscfs's own extended attributes.
-const xattrPrefix = "user.bloscfs."
-
-// xattrs returns the user.bloscfs.* attributes that describe how a file
-// is stored.
-func xattrs(p *probe) map[string]string {
-	in := p.info
-	m := map[string]string{
-		"format":          in.Format,
-		"codec":           in.Codec,
-		"typesize":        strconv.Itoa(in.Typesize),
-		"chunksize":       strconv.FormatInt(in.ChunkSize, 10),
-		"blocksize":       strconv.Itoa(in.Blocksize),
-		"chunks":          strconv.Itoa(in.Chunks),
-		"compressed_size": strconv.FormatInt(in.StoredSize, 10),
-		"size":            strconv.FormatInt(in.Size, 10),
-		"filters":         blosc.FilterString(in.Filters, in.FiltersMeta),
-	}
-	if in.Clevel >= 0 {
-		m["clevel"] = strconv.Itoa(in.Clevel)
-	}
-	if in.StoredSize > 0 {
-		m["ratio"] = strconv.FormatFloat(float64(in.Size)/float64(in.StoredSize), 'f', 3, 64)
-	}
-	if in.Checksum != "" {
-		m["checksum"] = in.Checksum
-	}
-	return m
-}
-
 // Getxattr returns a user.bloscfs.* attribute, or the source's.
 func (n *blobNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	p, _, pr, errno := n.stat()
 	if errno != 0 {
 		return 0, errno
 	}
-	if name, ok := strings.CutPrefix(attr, xattrPrefix); ok {
-		v, ok := xattrs(pr)[name]
-		if !ok || !pr.ok {
-			return 0, syscall.ENODATA
-		}
-		if len(dest) < len(v) {
-			return uint32(len(v)), syscall.ERANGE
-		}
-		return uint32(copy(dest, v)), 0
+	if sz, errno, ours := getXattr(ownXattrs(pr), attr, dest); ours {
+		return sz, errno
 	}
 	sz, err := unix.Lgetxattr(p, attr, dest)
 	return uint32(sz), gofs.ToErrno(err)
@@ -644,103 +594,33 @@ func (n *blobNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.
 	if errno != 0 {
 		return 0, errno
 	}
-	var buf []byte
-	if pr.ok {
-		for name := range xattrs(pr) {
-			buf = append(append(buf, xattrPrefix+name...), 0)
-		}
-	}
+	var own []byte
 	if sz, err := unix.Llistxattr(p, nil); err == nil && sz > 0 {
-		own := make([]byte, sz)
+		own = make([]byte, sz)
 		if sz, err = unix.Llistxattr(p, own); err == nil {
-			buf = append(buf, own[:sz]...)
+			own = own[:sz]
+		} else {
+			own = nil
 		}
 	}
-	if len(dest) < len(buf) {
-		return uint32(len(buf)), syscall.ERANGE
-	}
-	return uint32(copy(dest, buf)), 0
+	return listXattrs(ownXattrs(pr), own, dest)
 }
 
-// blobHandle is an open compressed file. It reads through its node, so
-// that after a commit it sees the new file.
+// blobHandle is an open compressed file. It reads through its node
+// (viewHandle over the node as viewContent), so that after a commit it
+// sees the new file; write.go adds the writes.
 type blobHandle struct {
-	n         *blobNode
-	writable  bool
-	readAhead int64
-	next      atomic.Int64 // end of the last read (-1: none): a read starting near it is sequential
-	ahead     atomic.Bool  // a read-ahead is running
-	aheadEnd  atomic.Int64 // where the last read-ahead of this stream ended
-	aheadWG   sync.WaitGroup
-	closed    atomic.Bool
+	viewHandle
+	n        *blobNode
+	writable bool
 }
 
 var (
 	_ = (gofs.FileReader)((*blobHandle)(nil))
 	_ = (gofs.FileReleaser)((*blobHandle)(nil))
 	_ = (gofs.FileGetattrer)((*blobHandle)(nil))
+	_ = (viewContent)((*blobNode)(nil))
 )
-
-// seqWindow is how far a READ may start from where the last one ended and
-// still count as sequential: the kernel sends read-ahead READs of up to
-// 1 MiB concurrently, and they may arrive out of order.
-const seqWindow = 2 << 20
-
-// Read serves a READ from the decoded view. Corrupt data gives EIO and
-// one log line naming the file and chunk. A read that starts near where
-// the last one ended is sequential: the kernel keeps its pages
-// (KEEP_CACHE), so the blocks it has read whole leave the block cache, and
-// it starts read-ahead of the blocks after it.
-func (h *blobHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	last := h.next.Load() // -1 before the first read, which is sequential at 0
-	seq := !h.writable && (last < 0 && off == 0 || last >= 0 && off >= last-seqWindow && off <= last+seqWindow)
-	n, err := h.n.readAt(dest, off, seq)
-	if err != nil && err != io.EOF {
-		h.n.fs.warnOnce("read error: %v", err)
-		return nil, syscall.EIO
-	}
-	end := off + int64(n)
-	h.next.Store(end)
-	if seq && n > 0 && end <= h.aheadEnd.Load() {
-		h.n.fs.stats.aheadHits.Add(1)
-	}
-	if !seq {
-		h.aheadEnd.Store(0)
-	} else if off > 0 {
-		h.readAheadFrom(end)
-	}
-	return fuse.ReadResultData(dest[:n]), 0
-}
-
-// aheadStep is the unit of read-ahead: the blocks of one step decode in
-// parallel.
-const aheadStep = 1 << 20
-
-// readAheadFrom decodes the blocks up to ReadAhead bytes after a
-// sequential read into the cache in the background, so that the next
-// READs find them there. It starts after what an earlier read-ahead of the
-// same stream did: the reads drop the blocks they consume. One read-ahead
-// runs at a time per handle.
-func (h *blobHandle) readAheadFrom(off int64) {
-	to := min(off+h.readAhead, h.n.size())
-	off = max(off, h.aheadEnd.Load())
-	if h.readAhead <= 0 || off >= to || !h.ahead.CompareAndSwap(false, true) {
-		return
-	}
-	h.aheadEnd.Store(to)
-	h.n.fs.stats.aheadRuns.Add(1)
-	h.n.fs.stats.aheadBytes.Add(to - off)
-	h.aheadWG.Add(1)
-	go func() {
-		defer h.aheadWG.Done()
-		defer h.ahead.Store(false)
-		// In steps of 1 MiB, each under its own read lock, so that a
-		// write or commit does not wait for the whole read-ahead.
-		for pos := off; pos < to && !h.closed.Load(); pos += aheadStep {
-			h.n.prefetch(pos, min(aheadStep, to-pos), h.next.Load)
-		}
-	}()
-}
 
 // Getattr reports the node's attributes.
 func (h *blobHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
@@ -750,11 +630,10 @@ func (h *blobHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 // Release drops the handle's share of the open view. The last writable
 // handle commits what a failed or skipped flush left, and frees the stage.
 func (h *blobHandle) Release(ctx context.Context) syscall.Errno {
-	if h.closed.Swap(true) {
+	if !h.stop() { // waits for a running read-ahead, which still reads
 		return 0
 	}
 	h.n.fs.stats.openFiles.Add(-1)
-	h.aheadWG.Wait() // a running read-ahead still reads
 	n := h.n
 	n.smu.Lock()
 	defer n.smu.Unlock()

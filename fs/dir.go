@@ -36,24 +36,53 @@ var (
 
 func (d *dirNode) path() string { return d.fs.diskPath(&d.Inode) }
 
-// diskEntryAt describes one existing disk entry for mapNames. A probe
-// that fails for a reason that says nothing about the file (out of
-// descriptors or memory, interrupted) sets *transient: the caller must
-// then fail with that error rather than show the file raw.
-func (d *dirNode) diskEntryAt(dir, name string, st *syscall.Stat_t, transient *error) diskEntry {
-	isDir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
-	p := filepath.Join(dir, name)
-	return diskEntry{name: name, dir: isDir, container: func() bool {
-		switch st.Mode & syscall.S_IFMT {
-		case syscall.S_IFREG, syscall.S_IFDIR:
-			pr, err := d.fs.probe(p, st)
-			if err != nil && *transient == nil {
-				*transient = err
-			}
-			return pr.ok
+// localBackend is the source directory as a backend: directories are
+// absolute paths, entries carry their *syscall.Stat_t.
+type localBackend struct{ fs *FS }
+
+// list lstats the entries of dir: those named (a failure other than
+// ENOENT is returned as it is: ENAMETOOLONG for a path past PATH_MAX,
+// EACCES, ELOOP, …), or every entry (one that vanished meanwhile is left
+// out).
+func (b localBackend) list(dir string, names []string) ([]backendEntry, error) {
+	all := names == nil
+	if all {
+		f, err := pack.OpenSourceDir(dir)
+		if err != nil {
+			return nil, gofs.ToErrno(unwrapErrno(err))
 		}
-		return false // a symlink named x.blp stays a symlink; a FIFO is never read
-	}}
+		names, err = f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			return nil, gofs.ToErrno(err)
+		}
+	}
+	var out []backendEntry
+	for _, name := range names {
+		if !all && len(name) > nameMax {
+			continue // a longer disk name cannot exist
+		}
+		st := new(syscall.Stat_t)
+		if err := syscall.Lstat(filepath.Join(dir, name), st); err != nil {
+			if all || err == syscall.ENOENT {
+				continue
+			}
+			return nil, gofs.ToErrno(err)
+		}
+		out = append(out, backendEntry{name: name, dir: st.Mode&syscall.S_IFMT == syscall.S_IFDIR, meta: st})
+	}
+	return out, nil
+}
+
+// probe opens a regular file or a directory (a sparse frame) once per
+// version; a symlink named x.blp stays a symlink, a FIFO is never read.
+func (b localBackend) probe(dir string, e backendEntry) (*probe, error) {
+	st := e.meta.(*syscall.Stat_t)
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG, syscall.S_IFDIR:
+		return b.fs.probe(filepath.Join(dir, e.name), st)
+	}
+	return &probe{}, nil
 }
 
 // nameMax is the longest name the source filesystems take (NAME_MAX).
@@ -67,32 +96,7 @@ func (d *dirNode) resolve(name string) (*entry, syscall.Errno) {
 	if len(name) > nameMax {
 		return nil, syscall.ENAMETOOLONG
 	}
-	dir := d.path()
-	var ents []diskEntry
-	var transient error
-	for _, c := range diskCandidates(name) {
-		if len(c) > nameMax {
-			continue // a longer disk name cannot exist
-		}
-		var st syscall.Stat_t
-		if err := syscall.Lstat(filepath.Join(dir, c), &st); err != nil {
-			if err != syscall.ENOENT {
-				return nil, gofs.ToErrno(err)
-			}
-			continue
-		}
-		ents = append(ents, d.diskEntryAt(dir, c, &st, &transient))
-	}
-	mapped := mapNames(ents)
-	if transient != nil {
-		return nil, errnoOf(transient)
-	}
-	for _, e := range mapped {
-		if e.view == name {
-			return &e, 0
-		}
-	}
-	return nil, syscall.ENOENT
+	return lookupEntry(localBackend{d.fs}, d.path(), name)
 }
 
 // Lookup finds a child by its view name.
@@ -159,33 +163,13 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 // OpendirHandle lists the directory with mapped names.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	dir := d.path()
-	f, err := pack.OpenSourceDir(dir)
-	if err != nil {
-		return nil, 0, gofs.ToErrno(unwrapErrno(err))
-	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return nil, 0, gofs.ToErrno(err)
-	}
-	var ents []diskEntry
-	var transient error
-	stats := map[string]*syscall.Stat_t{}
-	for _, name := range names {
-		st := new(syscall.Stat_t)
-		if err := syscall.Lstat(filepath.Join(dir, name), st); err != nil {
-			continue // vanished meanwhile
-		}
-		stats[name] = st
-		ents = append(ents, d.diskEntryAt(dir, name, st, &transient))
-	}
-	mapped := mapNames(ents)
-	if transient != nil {
-		return nil, 0, errnoOf(transient)
+	mapped, errno := viewEntries(localBackend{d.fs}, dir, nil)
+	if errno != 0 {
+		return nil, 0, errno
 	}
 	list := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
 	for _, e := range mapped {
-		st := stats[e.disk]
+		st := e.meta.(*syscall.Stat_t)
 		mode, ino := st.Mode&syscall.S_IFMT, d.fs.idFromStat(st).Ino
 		if e.compressed {
 			mode, ino = syscall.S_IFREG, d.fs.blobID(filepath.Join(dir, e.disk), st).Ino

@@ -3,14 +3,17 @@
 // frame, sparse frame, .b2nd array, bare chunk) is shown as the plain
 // bytes it holds.
 //
-// Directories and plain files are go-fuse loopback nodes: their names,
-// contents and metadata pass through. A directory node maps names (see
-// mapNames): x.blp is shown as x, x.b2nd as x.npy, a sparse frame
-// directory as a file. A compressed file is a blobNode whose reads go
-// through pack's random-access readers and a shared cache of decoded
-// blocks. This package is a thin adapter: it turns pack's errors into
-// errno values (corrupt data → EIO, with one log line naming file and
-// chunk) and knows nothing of codecs.
+// The tree is built over a backend (backend.go), which the source
+// directory and a bucket (remote.go) both satisfy: the name mapping (see
+// mapNames: x.blp is shown as x, x.b2nd as x.npy, a sparse frame
+// directory as a file) and the read path of a compressed file
+// (viewHandle: reads through pack's random-access readers and a shared
+// cache of decoded blocks, with read-ahead) are written once over it.
+// Locally, directories and plain files are go-fuse loopback nodes whose
+// names, contents and metadata pass through, and a compressed file is a
+// blobNode with the write path. This package is a thin adapter: it turns
+// pack's errors into errno values (corrupt data → EIO, with one log line
+// naming file and chunk) and knows nothing of codecs.
 package fs
 
 import (

@@ -65,12 +65,14 @@ type entry struct {
 	disk       string
 	compressed bool // shown decompressed
 	dir        bool // a directory on disk (plain directory or sparse frame)
+	meta       any  // the backend's record of the disk entry (backendEntry.meta)
 }
 
 // diskEntry is what mapNames needs to know of a disk entry.
 type diskEntry struct {
 	name string
 	dir  bool
+	meta any // carried to the entry
 	// container reports whether the entry holds a readable container; it
 	// is only asked for entries with a container suffix.
 	container func() bool
@@ -101,15 +103,15 @@ func mapNames(ents []diskEntry) []entry {
 			byStem[stem] = append(byStem[stem], e)
 			continue
 		}
-		out = append(out, entry{view: e.name, disk: e.name, dir: e.dir})
+		out = append(out, entry{view: e.name, disk: e.name, dir: e.dir, meta: e.meta})
 	}
 	for stem, es := range byStem {
 		if len(es) == 1 && !exists[stem] {
-			out = append(out, entry{view: stem, disk: es[0].name, compressed: true, dir: es[0].dir})
+			out = append(out, entry{view: stem, disk: es[0].name, compressed: true, dir: es[0].dir, meta: es[0].meta})
 			continue
 		}
 		for _, e := range es {
-			out = append(out, entry{view: e.name, disk: e.name, compressed: true, dir: e.dir})
+			out = append(out, entry{view: e.name, disk: e.name, compressed: true, dir: e.dir, meta: e.meta})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].view < out[j].view })

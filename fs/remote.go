@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,10 +25,13 @@ import (
 // The remote view shows a bucket (or a prefix of it) read-only:
 // prefixes are directories, objects are files, named by the same rule as
 // the local view (mapNames: x.blp → x, x.b2nd → x.npy, collisions keep
-// full names, objects that do not parse are shown raw). Its nodes are
-// written apart from the local ones, which are go-fuse loopback nodes
-// with a write path; they share the name mapping, the probe record, the
-// xattrs and the block cache.
+// full names, objects that do not parse are shown raw). The bucket is a
+// backend (bucketBackend), as the local directory is: the name mapping
+// and lookup (viewEntries, lookupEntry), the read path of a compressed
+// file (viewHandle, over an openState), the probe record and the xattrs
+// are the local view's. What is the bucket's own is here: its directory
+// and file nodes (read-only, without the local write path), the probes
+// keyed by ETag, and opening an object's current version.
 
 // RemoteFS is the state shared by the nodes of a remote mount.
 type RemoteFS struct {
@@ -157,7 +159,7 @@ func (r *RemoteFS) probe(info remote.ObjectInfo) *probe {
 			return p
 		}
 	} else {
-		p.ok, p.size, p.info, p.npy = true, v.Size, v.Container.Info(), v.NPY
+		p = probeOf(v)
 	}
 	r.probes.Add(key, p)
 	return p
@@ -222,7 +224,7 @@ func (r *RemoteFS) probeSparse(prefix string) *probe {
 		}
 		r.f.warnOnce("%s: shown as a directory: %v", r.store.Name(prefix), err)
 	} else {
-		p.ok, p.size, p.info, p.npy = true, v.Size, v.Container.Info(), v.NPY
+		p = probeOf(v)
 	}
 	r.probes.Add(key, p)
 	return p
@@ -245,35 +247,37 @@ var (
 // probeParallel is how many objects a directory listing probes at once.
 const probeParallel = 16
 
-// entries returns the view entries of the directory and the listing:
-// all of them, or with only, those that could be shown as that name (as
-// the local resolve does: a lookup probes its candidates, not the
-// directory).
-func (d *remoteDir) entries(only string) ([]entry, *remote.Listing, syscall.Errno) {
-	l, err := d.r.store.List(context.Background(), d.prefix) // not the request's: an interrupt must not fail a shared listing
+// bucketBackend is the bucket as a backend: directories are prefixes
+// ("" or ending in "/"), objects carry their remote.ObjectInfo.
+type bucketBackend struct{ r *RemoteFS }
+
+// list returns the objects and prefixes of the (cached) listing of dir:
+// a prefix and an object of one name give the prefix. The objects with a
+// container suffix are probed first, in parallel: each costs a round
+// trip or two.
+func (b bucketBackend) list(dir string, names []string) ([]backendEntry, error) {
+	l, err := b.r.store.List(context.Background(), dir) // not the request's: an interrupt must not fail a shared listing
 	if err != nil {
-		d.r.f.warnOnce("%v", err)
-		return nil, nil, syscall.EIO
+		b.r.f.warnOnce("%v", err)
+		return nil, syscall.EIO
 	}
-	var names []string
-	if only != "" {
-		names = diskCandidates(only)
-	} else {
+	if names == nil {
 		names = make([]string, 0, len(l.Objects)+len(l.Prefixes))
 		for name := range l.Objects {
-			names = append(names, name)
+			if !l.Prefixes[name] {
+				names = append(names, name)
+			}
 		}
 		for name := range l.Prefixes {
 			names = append(names, name)
 		}
 	}
-	var ents []diskEntry
+	var out []backendEntry
 	var toProbe []remote.ObjectInfo
 	for _, name := range names {
 		if l.Prefixes[name] {
-			p := d.prefix + name + "/"
-			ents = append(ents, diskEntry{name: name, dir: true, container: func() bool { return d.r.probeSparse(p).ok }})
-			continue // a prefix and an object of one name: the prefix wins
+			out = append(out, backendEntry{name: name, dir: true})
+			continue
 		}
 		info, ok := l.Objects[name]
 		if !ok {
@@ -282,10 +286,8 @@ func (d *remoteDir) entries(only string) ([]entry, *remote.Listing, syscall.Errn
 		if _, suffixed := stemView(name); suffixed {
 			toProbe = append(toProbe, info)
 		}
-		ents = append(ents, diskEntry{name: name, container: func() bool { return d.r.probe(info).ok }})
+		out = append(out, backendEntry{name: name, meta: info})
 	}
-	// Probe the objects with a container suffix in parallel first: each
-	// costs a round trip or two.
 	if len(toProbe) > 1 {
 		sem := make(chan struct{}, probeParallel)
 		var wg sync.WaitGroup
@@ -295,54 +297,58 @@ func (d *remoteDir) entries(only string) ([]entry, *remote.Listing, syscall.Errn
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				d.r.probe(info)
+				b.r.probe(info)
 			}()
 		}
 		wg.Wait()
 	}
-	return mapNames(ents), l, 0
+	return out, nil
+}
+
+// probe probes an object, or the sparse frame a prefix may hold. A
+// failure is never returned: an object out of reach is shown raw this
+// time, and probed again next time.
+func (b bucketBackend) probe(dir string, e backendEntry) (*probe, error) {
+	if e.dir {
+		return b.r.probeSparse(dir + e.name + "/"), nil
+	}
+	return b.r.probe(e.meta.(remote.ObjectInfo)), nil
 }
 
 // Lookup finds a child by its view name.
 func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ents, l, errno := d.entries(name)
+	e, errno := lookupEntry(bucketBackend{d.r}, d.prefix, name)
 	if errno != 0 {
 		return nil, errno
 	}
-	for _, e := range ents {
-		if e.view != name {
-			continue
+	if e.dir && e.compressed {
+		p := d.prefix + e.disk + "/"
+		sl, err := d.r.store.List(context.Background(), p)
+		if err != nil || sl.Objects[frame.IndexFile].Key == "" {
+			return nil, syscall.EIO
 		}
-		if e.dir && e.compressed {
-			p := d.prefix + e.disk + "/"
-			sl, err := d.r.store.List(context.Background(), p)
-			if err != nil || sl.Objects[frame.IndexFile].Key == "" {
-				return nil, syscall.EIO
-			}
-			n := &remoteFile{r: d.r, info: sl.Objects[frame.IndexFile], sparse: p, pr: d.r.probeSparse(p)}
-			n.fill(&out.Attr)
-			return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(p)}), 0
-		}
-		if e.dir {
-			p := d.prefix + e.disk + "/"
-			n := &remoteDir{r: d.r, prefix: p}
-			n.fill(&out.Attr)
-			return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino(p)}), 0
-		}
-		info := l.Objects[e.disk]
-		n := &remoteFile{r: d.r, info: info}
-		if e.compressed {
-			n.pr = d.r.probe(info)
-		}
+		n := &remoteFile{r: d.r, info: sl.Objects[frame.IndexFile], sparse: p, pr: d.r.probeSparse(p)}
 		n.fill(&out.Attr)
-		return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(info.Key)}), 0
+		return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(p)}), 0
 	}
-	return nil, syscall.ENOENT
+	if e.dir {
+		p := d.prefix + e.disk + "/"
+		n := &remoteDir{r: d.r, prefix: p}
+		n.fill(&out.Attr)
+		return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino(p)}), 0
+	}
+	info := e.meta.(remote.ObjectInfo)
+	n := &remoteFile{r: d.r, info: info}
+	if e.compressed {
+		n.pr = d.r.probe(info)
+	}
+	n.fill(&out.Attr)
+	return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(info.Key)}), 0
 }
 
 // Readdir lists the directory with mapped names.
 func (d *remoteDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	ents, l, errno := d.entries("")
+	ents, errno := viewEntries(bucketBackend{d.r}, d.prefix, nil)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -353,7 +359,7 @@ func (d *remoteDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno)
 		} else if e.dir {
 			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFDIR, Ino: ino(d.prefix + e.disk + "/")})
 		} else {
-			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFREG, Ino: ino(l.Objects[e.disk].Key)})
+			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFREG, Ino: ino(e.meta.(remote.ObjectInfo).Key)})
 		}
 	}
 	return gofs.NewListDirStream(list), 0
@@ -395,11 +401,46 @@ type remoteFile struct {
 	cur  *openState        // the version handles open, shared
 }
 
-// openState is one opened version of an object.
+// openState is one opened version of an object: the content its
+// handles read.
 type openState struct {
-	obj  *remote.Object
-	view io.ReaderAt
-	size int64
+	obj   *remote.Object
+	view  io.ReaderAt // an *all.View, or the object itself (shown raw)
+	plain int64       // the size shown
+}
+
+var _ = (viewContent)((*openState)(nil))
+
+// readAt reads the version opened, within its size.
+func (st *openState) readAt(p []byte, off int64, once bool) (int, error) {
+	if off >= st.plain {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), st.plain-off)]
+	if v, ok := st.view.(*all.View); ok && once {
+		return v.ReadAtOnce(p, off) // the kernel keeps these pages
+	}
+	return st.view.ReadAt(p, off)
+}
+
+// prefetch decodes blocks of a container ahead (their compressed bytes
+// come from the object's own read-ahead GETs).
+func (st *openState) prefetch(off, size int64, reader func() int64) {
+	if v, ok := st.view.(*all.View); ok {
+		v.Prefetch(off, size, reader)
+	}
+}
+
+func (st *openState) size() int64 { return st.plain }
+
+// newHandle returns a handle that reads the version st. A failed read
+// the object store has logged already is not logged again.
+func (n *remoteFile) newHandle(st *openState) *remoteHandle {
+	var ra int64
+	if _, ok := st.view.(*all.View); ok {
+		ra = n.r.f.opts.ReadAhead
+	}
+	return &remoteHandle{viewHandle{c: st, f: n.r.f, readAhead: ra, logged: st.obj.Failed}}
 }
 
 var (
@@ -458,9 +499,9 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 		return nil, 0, syscall.EIO
 	}
 	if cur != nil && cur.obj.ETag == info.ETag && !cur.obj.Changed() {
-		return &remoteHandle{n: n, st: cur}, fuse.FOPEN_KEEP_CACHE, 0
+		return n.newHandle(cur), fuse.FOPEN_KEEP_CACHE, 0
 	}
-	st := &openState{obj: n.r.store.OpenInfo(info), size: info.Size}
+	st := &openState{obj: n.r.store.OpenInfo(info), plain: info.Size}
 	st.view = st.obj
 	n.mu.Lock()
 	wasCompressed := n.compressed()
@@ -474,7 +515,7 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 			n.r.f.warnOnce("%v", err)
 			return nil, 0, syscall.EIO
 		}
-		st.obj, st.view, st.size = idx, v, v.Size
+		st.obj, st.view, st.plain = idx, v, v.Size
 		info = idx.ObjectInfo
 	} else if wasCompressed {
 		v, err := all.OpenViewReader(st.obj, info.Size, st.obj.Name(), n.r.f.cache)
@@ -482,7 +523,7 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 			n.r.f.warnOnce("%v", err)
 			return nil, 0, syscall.EIO
 		}
-		st.view, st.size = v, v.Size
+		st.view, st.plain = v, v.Size
 	}
 	st.obj.Opened()
 	n.mu.Lock()
@@ -508,7 +549,7 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 		// alone may come after the reads it should have preceded.
 		fl = 0
 	}
-	return &remoteHandle{n: n, st: st}, fl, 0
+	return n.newHandle(st), fl, 0
 }
 
 // prefixOf returns the listing prefix of key.
@@ -533,41 +574,22 @@ func (n *remoteFile) xattrsOf() map[string]string {
 
 // Getxattr returns a user.bloscfs.* attribute (plus user.bloscfs.etag).
 func (n *remoteFile) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	name, ok := strings.CutPrefix(attr, xattrPrefix)
-	if !ok {
+	sz, errno, ours := getXattr(n.xattrsOf(), attr, dest)
+	if !ours {
 		return 0, syscall.ENODATA
 	}
-	v, ok := n.xattrsOf()[name]
-	if !ok {
-		return 0, syscall.ENODATA
-	}
-	if len(dest) < len(v) {
-		return uint32(len(v)), syscall.ERANGE
-	}
-	return uint32(copy(dest, v)), 0
+	return sz, errno
 }
 
 // Listxattr lists the user.bloscfs.* attributes.
 func (n *remoteFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	var buf []byte
-	for name := range n.xattrsOf() {
-		buf = append(append(buf, xattrPrefix+name...), 0)
-	}
-	if len(dest) < len(buf) {
-		return uint32(len(buf)), syscall.ERANGE
-	}
-	return uint32(copy(dest, buf)), 0
+	return listXattrs(n.xattrsOf(), nil, dest)
 }
 
-// remoteHandle is an open object version.
+// remoteHandle is an open object version: the shared read path
+// (viewHandle), whose read-ahead decodes the blocks of containers.
 type remoteHandle struct {
-	n        *remoteFile
-	st       *openState
-	next     atomic.Int64 // end of the last read (0 before the first)
-	ahead    atomic.Bool  // a read-ahead is running
-	aheadEnd atomic.Int64 // where the last read-ahead ended
-	aheadWG  sync.WaitGroup
-	closed   atomic.Bool
+	viewHandle
 }
 
 var (
@@ -575,64 +597,8 @@ var (
 	_ = (gofs.FileReleaser)((*remoteHandle)(nil))
 )
 
-// Read serves a READ from the version opened. A failure (the object
-// changed, the store failed every try, corrupt data) gives EIO; the
-// remote package has logged the object and range.
-func (h *remoteHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if off >= h.st.size {
-		return fuse.ReadResultData(nil), 0
-	}
-	want := dest[:min(int64(len(dest)), h.st.size-off)]
-	last := h.next.Load()
-	seq := off >= last-seqWindow && off <= last+seqWindow
-	var n int
-	var err error
-	if v, ok := h.st.view.(*all.View); ok && seq {
-		n, err = v.ReadAtOnce(want, off) // the kernel keeps these pages
-	} else {
-		n, err = h.st.view.ReadAt(want, off)
-	}
-	if err != nil && err != io.EOF {
-		if !h.st.obj.Failed() {
-			h.n.r.f.warnOnce("read error: %v", err)
-		}
-		return nil, syscall.EIO
-	}
-	end := off + int64(n)
-	h.next.Store(end)
-	if !seq {
-		h.aheadEnd.Store(0)
-	} else if off > 0 {
-		h.readAheadFrom(end)
-	}
-	return fuse.ReadResultData(want[:n]), 0
-}
-
-// readAheadFrom decodes the blocks up to ReadAhead bytes past a
-// sequential read in the background (their compressed bytes come from the
-// object's own read-ahead GETs), one read-ahead at a time per handle.
-func (h *remoteHandle) readAheadFrom(off int64) {
-	v, ok := h.st.view.(*all.View)
-	ra := h.n.r.f.opts.ReadAhead
-	to := min(off+ra, h.st.size)
-	off = max(off, h.aheadEnd.Load())
-	if !ok || ra <= 0 || off >= to || !h.ahead.CompareAndSwap(false, true) {
-		return
-	}
-	h.aheadEnd.Store(to)
-	h.aheadWG.Add(1)
-	go func() {
-		defer h.aheadWG.Done()
-		defer h.ahead.Store(false)
-		for pos := off; pos < to && !h.closed.Load(); pos += aheadStep {
-			v.Prefetch(pos, min(aheadStep, to-pos), h.next.Load) // errors surface on the real read
-		}
-	}()
-}
-
 // Release waits for the handle's read-ahead.
 func (h *remoteHandle) Release(ctx context.Context) syscall.Errno {
-	h.closed.Store(true)
-	h.aheadWG.Wait()
+	h.stop()
 	return 0
 }

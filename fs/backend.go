@@ -1,0 +1,290 @@
+package fs
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// A backend is the tree a mount shows, as far as naming and reading its
+// compressed files go: the local source directory (localBackend, in
+// dir.go) or a bucket (bucketBackend, in remote.go). What is written once
+// over it: the name mapping of a directory (viewEntries) and the lookup
+// of one view name (lookupEntry). Also written once, in this file: the
+// probe record (probeOf), the user.bloscfs.* attributes it gives (xattrs,
+// getXattr, listXattrs), and the read path of a compressed file
+// (viewHandle, over a viewContent).
+//
+// A directory is named by a string that only its backend reads: an
+// absolute path on disk, or a key prefix ending in "/".
+type backend interface {
+	// list returns the entries of directory dir named in names, or all
+	// of them when names is nil. A name that is not there is left out.
+	// Its error is an errno to give the caller, or one that stands for
+	// EIO (and has been logged).
+	list(dir string, names []string) ([]backendEntry, error)
+	// probe tells whether the entry of dir holds a readable container,
+	// and what it holds. A failure that says nothing about the entry
+	// (out of descriptors, interrupted) is returned and not recorded:
+	// the caller then fails rather than show the entry raw.
+	probe(dir string, e backendEntry) (*probe, error)
+}
+
+// backendEntry is one entry of a backend's directory.
+type backendEntry struct {
+	name string
+	dir  bool // a directory (or prefix): plain, or a sparse frame
+	meta any  // the backend's own record: *syscall.Stat_t, remote.ObjectInfo
+}
+
+// viewEntries returns the view of directory dir of b, made of the disk
+// entries named in names, or of all of them when names is nil.
+func viewEntries(b backend, dir string, names []string) ([]entry, syscall.Errno) {
+	bes, err := b.list(dir, names)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	var transient error
+	ents := make([]diskEntry, len(bes))
+	for i, be := range bes {
+		ents[i] = diskEntry{name: be.name, dir: be.dir, meta: be.meta, container: func() bool {
+			p, err := b.probe(dir, be)
+			if err != nil && transient == nil {
+				transient = err
+			}
+			return p.ok
+		}}
+	}
+	mapped := mapNames(ents)
+	if transient != nil {
+		return nil, errnoOf(transient)
+	}
+	return mapped, 0
+}
+
+// lookupEntry finds the view entry called name in directory dir of b,
+// looking only at the disk entries that could be it (a lookup probes its
+// candidates, not the directory).
+func lookupEntry(b backend, dir, name string) (*entry, syscall.Errno) {
+	ents, errno := viewEntries(b, dir, diskCandidates(name))
+	if errno != 0 {
+		return nil, errno
+	}
+	for _, e := range ents {
+		if e.view == name {
+			return &e, 0
+		}
+	}
+	return nil, syscall.ENOENT
+}
+
+// probe is what opening a candidate container found.
+type probe struct {
+	ok   bool
+	size int64 // size of the view
+	info pack.Info
+	npy  bool
+}
+
+// probeOf records what the view v of a readable container holds: only
+// what is needed to show the file (no metadata, which may be large).
+func probeOf(v *all.View) *probe {
+	p := &probe{ok: true, size: v.Size, info: v.Container.Info(), npy: v.NPY}
+	p.info.Meta = nil
+	return p
+}
+
+// xattrPrefix names bloscfs's own extended attributes.
+const xattrPrefix = "user.bloscfs."
+
+// xattrs returns the user.bloscfs.* attributes that describe how a file
+// is stored.
+func xattrs(p *probe) map[string]string {
+	in := p.info
+	m := map[string]string{
+		"format":          in.Format,
+		"codec":           in.Codec,
+		"typesize":        strconv.Itoa(in.Typesize),
+		"chunksize":       strconv.FormatInt(in.ChunkSize, 10),
+		"blocksize":       strconv.Itoa(in.Blocksize),
+		"chunks":          strconv.Itoa(in.Chunks),
+		"compressed_size": strconv.FormatInt(in.StoredSize, 10),
+		"size":            strconv.FormatInt(in.Size, 10),
+		"filters":         blosc.FilterString(in.Filters, in.FiltersMeta),
+	}
+	if in.Clevel >= 0 {
+		m["clevel"] = strconv.Itoa(in.Clevel)
+	}
+	if in.StoredSize > 0 {
+		m["ratio"] = strconv.FormatFloat(float64(in.Size)/float64(in.StoredSize), 'f', 3, 64)
+	}
+	if in.Checksum != "" {
+		m["checksum"] = in.Checksum
+	}
+	return m
+}
+
+// ownXattrs returns the user.bloscfs.* attributes of a file that p
+// describes: none unless it is shown decompressed.
+func ownXattrs(p *probe) map[string]string {
+	if !p.ok {
+		return nil
+	}
+	return xattrs(p)
+}
+
+// getXattr answers a GETXATTR of attr from own, the file's user.bloscfs.*
+// attributes (named without the prefix). ours is false when attr is not
+// a user.bloscfs.* name: the caller asks the source, if it has any.
+func getXattr(own map[string]string, attr string, dest []byte) (sz uint32, errno syscall.Errno, ours bool) {
+	name, ok := strings.CutPrefix(attr, xattrPrefix)
+	if !ok {
+		return 0, 0, false
+	}
+	v, ok := own[name]
+	if !ok {
+		return 0, syscall.ENODATA, true
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE, true
+	}
+	return uint32(copy(dest, v)), 0, true
+}
+
+// listXattrs answers a LISTXATTR: the names of own, then more (the
+// source's own list, NUL-terminated names).
+func listXattrs(own map[string]string, more, dest []byte) (uint32, syscall.Errno) {
+	var buf []byte
+	for name := range own {
+		buf = append(append(buf, xattrPrefix+name...), 0)
+	}
+	buf = append(buf, more...)
+	if len(dest) < len(buf) {
+		return uint32(len(buf)), syscall.ERANGE
+	}
+	return uint32(copy(dest, buf)), 0
+}
+
+// viewContent is what the handles of a compressed file read: a local
+// node (its committed view, or its stage while it is written) or one
+// opened version of an object.
+type viewContent interface {
+	// readAt reads the plain bytes at off. once marks a sequential
+	// reader whose bytes the kernel keeps: the blocks it has read whole
+	// may leave the block cache.
+	readAt(p []byte, off int64, once bool) (int, error)
+	// prefetch decodes [off, off+size) into the block cache; reader
+	// tells where the reader is, so that blocks it has passed are
+	// skipped.
+	prefetch(off, size int64, reader func() int64)
+	// size returns the plain size.
+	size() int64
+}
+
+// viewHandle is the read side of an open compressed file, local or
+// remote: READs with sequential detection and block read-ahead.
+type viewHandle struct {
+	c         viewContent
+	f         *FS   // log, statistics
+	noSeq     bool  // never sequential (a writable handle)
+	readAhead int64 // bytes decoded ahead of a sequential reader (0: none)
+	// logged reports that a read failure has been logged already (by
+	// the object store); nil: never.
+	logged func() bool
+	// next is the end of the last read: a read starting near it is
+	// sequential. A local handle starts at -1 (only a first read at 0 is
+	// sequential), a remote one at 0 (any first read within seqWindow).
+	next     atomic.Int64
+	ahead    atomic.Bool  // a read-ahead is running
+	aheadEnd atomic.Int64 // where the last read-ahead of this stream ended
+	aheadWG  sync.WaitGroup
+	closed   atomic.Bool
+}
+
+// seqWindow is how far a READ may start from where the last one ended and
+// still count as sequential: the kernel sends read-ahead READs of up to
+// 1 MiB concurrently, and they may arrive out of order.
+const seqWindow = 2 << 20
+
+// Read serves a READ from the decoded content. Corrupt data (or, remote,
+// an object that changed or a store that failed every try) gives EIO and
+// one log line naming the file and chunk or range. A read that starts
+// near where the last one ended is sequential: the kernel keeps its pages
+// (KEEP_CACHE), so the blocks it has read whole leave the block cache, and
+// it starts read-ahead of the blocks after it.
+func (h *viewHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	last := h.next.Load() // -1 before the first read, which is sequential at 0
+	seq := !h.noSeq && (last < 0 && off == 0 || last >= 0 && off >= last-seqWindow && off <= last+seqWindow)
+	n, err := h.c.readAt(dest, off, seq)
+	if err != nil && err != io.EOF {
+		if h.logged == nil || !h.logged() {
+			h.f.warnOnce("read error: %v", err)
+		}
+		return nil, syscall.EIO
+	}
+	end := off + int64(n)
+	h.next.Store(end)
+	if seq && n > 0 && end <= h.aheadEnd.Load() {
+		h.f.stats.aheadHits.Add(1)
+	}
+	if !seq {
+		h.aheadEnd.Store(0)
+	} else if off > 0 {
+		h.readAheadFrom(end)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// aheadStep is the unit of read-ahead: the blocks of one step decode in
+// parallel.
+const aheadStep = 1 << 20
+
+// readAheadFrom decodes the blocks up to readAhead bytes after a
+// sequential read into the cache in the background, so that the next
+// READs find them there (remote, their compressed bytes come from the
+// object's own read-ahead GETs). It starts after what an earlier
+// read-ahead of the same stream did: the reads drop the blocks they
+// consume. One read-ahead runs at a time per handle.
+func (h *viewHandle) readAheadFrom(off int64) {
+	if h.readAhead <= 0 {
+		return
+	}
+	to := min(off+h.readAhead, h.c.size())
+	off = max(off, h.aheadEnd.Load())
+	if off >= to || !h.ahead.CompareAndSwap(false, true) {
+		return
+	}
+	h.aheadEnd.Store(to)
+	h.f.stats.aheadRuns.Add(1)
+	h.f.stats.aheadBytes.Add(to - off)
+	h.aheadWG.Add(1)
+	go func() {
+		defer h.aheadWG.Done()
+		defer h.ahead.Store(false)
+		// In steps of 1 MiB, each taking the content anew (locally under
+		// its own read lock, so that a write or commit does not wait for
+		// the whole read-ahead). Errors surface on the real read.
+		for pos := off; pos < to && !h.closed.Load(); pos += aheadStep {
+			h.c.prefetch(pos, min(aheadStep, to-pos), h.next.Load)
+		}
+	}()
+}
+
+// stop ends the handle's reading: it waits for a running read-ahead. It
+// reports false if the handle was stopped already.
+func (h *viewHandle) stop() bool {
+	if h.closed.Swap(true) {
+		return false
+	}
+	h.aheadWG.Wait()
+	return true
+}
