@@ -203,7 +203,11 @@ type viewHandle struct {
 	// next is the end of the last read: a read starting near it is
 	// sequential. A local handle starts at -1 (only a first read at 0 is
 	// sequential), a remote one at 0 (any first read within seqWindow).
-	next     atomic.Int64
+	next atomic.Int64
+	// inRun reports that the last READ was sequential too: one READ near
+	// the one before is not yet a stream (random readers land near each
+	// other now and then), two in a row are.
+	inRun    atomic.Bool
 	ahead    atomic.Bool  // a read-ahead is running
 	aheadEnd atomic.Int64 // where the last read-ahead of this stream ended
 	aheadWG  sync.WaitGroup
@@ -223,7 +227,12 @@ const seqWindow = 2 << 20
 // it starts read-ahead of the blocks after it.
 func (h *viewHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	last := h.next.Load() // -1 before the first read, which is sequential at 0
-	seq := !h.noSeq && (last < 0 && off == 0 || last >= 0 && off >= last-seqWindow && off <= last+seqWindow)
+	near := !h.noSeq && (last < 0 && off == 0 || last >= 0 && off >= last-seqWindow && off <= last+seqWindow)
+	// A stream: a first READ at 0, or a READ near the last one when that
+	// was near its own predecessor. A lone READ near a random one decodes
+	// its blocks only and keeps them cached.
+	seq := near && (last < 0 || h.inRun.Load())
+	h.inRun.Store(near)
 	n, err := h.c.readAt(dest, off, seq)
 	if err != nil && err != io.EOF {
 		if h.logged == nil || !h.logged() {

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"sync"
@@ -173,6 +174,42 @@ func TestViewHandleSequential(t *testing.T) {
 		if r[0] < 2<<20 || r[1] > 7<<20 {
 			t.Errorf("read-ahead prefetched %v, outside [2 MiB, 7 MiB)", r)
 		}
+	}
+}
+
+// TestViewHandleRandomNeighbours: random READs that land near the one
+// before now and then are not a stream: they start no read-ahead and
+// keep their blocks cached, until two READs in a row follow on.
+func TestViewHandleRandomNeighbours(t *testing.T) {
+	f := &FS{opts: Options{Logger: log.New(io.Discard, "", 0)}}
+	c := &fakeContent{n: 256 << 20}
+	h := &viewHandle{c: c, f: f, readAhead: 4 << 20}
+	h.next.Store(-1)
+	buf := make([]byte, 4096)
+	offs := []int64{100 << 20, 37 << 20, 38 << 20, 200 << 20, 199 << 20, 10 << 20}
+	// Then a stream: each READ follows on from the one before; the
+	// second one that does is sequential.
+	offs = append(offs, 10<<20+4096, 10<<20+8192, 10<<20+12288)
+	for i, off := range offs {
+		if _, errno := h.Read(context.Background(), buf, off); errno != 0 {
+			t.Fatalf("Read at %d: %v", off, errno)
+		}
+		if i == 5 {
+			c.mu.Lock()
+			if len(c.ranges) != 0 {
+				t.Errorf("random reads started read-ahead: %v", c.ranges)
+			}
+			c.mu.Unlock()
+		}
+	}
+	h.aheadWG.Wait() // the read-ahead runs its steps before stop
+	h.stop()
+	want := []bool{false, false, false, false, false, false, false, true, true}
+	if fmt.Sprint(c.onces) != fmt.Sprint(want) {
+		t.Errorf("sequential: %v, want %v", c.onces, want)
+	}
+	if len(c.ranges) == 0 || c.ranges[0][0] != 10<<20+12288 {
+		t.Errorf("the stream's read-ahead: %v, want one from 10 MiB + 12 KiB", c.ranges)
 	}
 }
 
