@@ -132,6 +132,15 @@ func (p *Params) splitChunk(blocksize int) bool {
 	return codecOK && p.hasFilter(FilterShuffle) && ts <= 16 && blocksize/ts >= 32
 }
 
+// AutoBlocksize returns the block size that c-blosc2 (or c-blosc 1.x for
+// Blosc1 parameters) chooses for a chunk of nbytes with p's codec, level,
+// typesize and filters, whatever p.Blocksize says: what Compress uses
+// when p.Blocksize is 0.
+func (p Params) AutoBlocksize(nbytes int) int {
+	p.Blocksize = 0
+	return p.computeBlocksize(nbytes)
+}
+
 // computeBlocksize chooses a block size as c-blosc2 (or c-blosc 1.x)
 // does, rounded to a multiple of the typesize.
 func (p *Params) computeBlocksize(nbytes int) int {

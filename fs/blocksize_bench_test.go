@@ -1,9 +1,11 @@
 package fs
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -47,7 +49,8 @@ func coldBlockLatencies(b *testing.B, path string, size int64, bs, n int, seed u
 
 // BenchmarkBlockSize shows what the block size trades: for 64, 128, 256
 // and 512 KiB blocks of LZ4 and zstd (clevel 5, shuffle, typesize 8, 1 MiB
-// chunks, the float64 series of BenchmarkMount), the compression ratio,
+// chunks) of a float64 random walk and of a smooth series, the
+// compression ratio,
 // the p50 and p99 of cold 4 KiB preads through a fresh mount (each in a
 // block not yet decoded, the source in the page cache), the decode time
 // of one block in-process, and a cold sequential read through a fresh
@@ -61,14 +64,20 @@ func BenchmarkBlockSize(b *testing.B) {
 	dir := b.TempDir()
 	type file struct {
 		name      string
+		smooth    bool
 		codec, bs int
 		path      string
 	}
 	var files []*file
-	for _, codec := range []int{blosc.CodecLZ4, blosc.CodecZstd} {
-		for _, bs := range []int{64 << 10, 128 << 10, 256 << 10, 512 << 10} {
-			name := fmt.Sprintf("%s-%dK", blosc.CodecName(codec), bs>>10)
-			files = append(files, &file{name, codec, bs, filepath.Join(dir, name+".b2frame")})
+	for _, smooth := range []bool{false, true} {
+		for _, codec := range []int{blosc.CodecLZ4, blosc.CodecZstd} {
+			for _, bs := range []int{64 << 10, 128 << 10, 256 << 10, 512 << 10} {
+				name := fmt.Sprintf("walk-%s-%dK", blosc.CodecName(codec), bs>>10)
+				if smooth {
+					name = "smooth" + name[4:]
+				}
+				files = append(files, &file{name, smooth, codec, bs, filepath.Join(dir, name+".b2frame")})
+			}
 		}
 	}
 	const cs = 1 << 20
@@ -85,10 +94,24 @@ func BenchmarkBlockSize(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := 0.0
+	chunk := make([]byte, cs)
 	for i := 0; int64(i)*cs < size; i++ {
-		chunk := benchChunk(i, int(min(cs, size-int64(i)*cs)))
-		for _, w := range ws {
-			if err := w.AddChunk(chunk); err != nil {
+		// A float64 random walk, np.cumsum(normal) (issue 15's data),
+		// and BenchmarkMount's smooth series.
+		chunk = chunk[:min(cs, size-int64(i)*cs)]
+		for k := 0; k+8 <= len(chunk); k += 8 {
+			x += rng.NormFloat64()
+			binary.LittleEndian.PutUint64(chunk[k:], math.Float64bits(x))
+		}
+		smooth := benchChunk(i, len(chunk))
+		for j, w := range ws {
+			c := chunk
+			if files[j].smooth {
+				c = smooth
+			}
+			if err := w.AddChunk(c); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -114,7 +137,7 @@ func BenchmarkBlockSize(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		fmt.Fprintf(os.Stderr, "%-10s %6s %9s %9s %10s %8s\n", "file", "ratio", "p50-µs", "p99-µs", "decode-µs", "seq-GB/s")
+		fmt.Fprintf(os.Stderr, "%-16s %6s %9s %9s %10s %8s\n", "file", "ratio", "p50-µs", "p99-µs", "decode-µs", "seq-GB/s")
 		for _, fl := range files {
 			st, err := os.Stat(fl.path)
 			if err != nil {
@@ -135,7 +158,7 @@ func BenchmarkBlockSize(b *testing.B) {
 			b.ReportMetric(float64(p99.Microseconds()), fl.name+"-cold4k-p99-µs")
 			b.ReportMetric(float64(dec.Microseconds()), fl.name+"-block-decode-µs")
 			b.ReportMetric(seq, fl.name+"-seq-GB/s")
-			fmt.Fprintf(os.Stderr, "%-10s %6.2f %9d %9d %10d %8.2f\n", fl.name, ratio, p50.Microseconds(), p99.Microseconds(), dec.Microseconds(), seq)
+			fmt.Fprintf(os.Stderr, "%-16s %6.2f %9d %9d %10d %8.2f\n", fl.name, ratio, p50.Microseconds(), p99.Microseconds(), dec.Microseconds(), seq)
 		}
 	}
 }

@@ -230,3 +230,37 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("missing file: exit %d, %s", r.code, r.stderr)
 	}
 }
+
+// TestPackDefaultBlockSize: new frames get c-blosc2's block size capped
+// at 256 KiB (512 KiB for the python-blosc2 defaults at typesize 8),
+// Bloscpack files bloscpack's, and --block-size auto c-blosc2's own.
+func TestPackDefaultBlockSize(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	if err := os.WriteFile(in, bytes.Repeat([]byte("0.125,2.5,17\n"), 300000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 256 << 10},
+		{[]string{"--block-size", "auto"}, 512 << 10},
+		{[]string{"--clevel", "9"}, 256 << 10},
+		{[]string{"--codec", "lz4", "--typesize", "1"}, 64 << 10},
+		{[]string{"--format", "blp"}, 1 << 20},
+	} {
+		out := filepath.Join(dir, "out")
+		if r := bloscfs(t, append(append([]string{"pack", "-f", "-q"}, c.args...), in, out)...); r.code != 0 {
+			t.Fatalf("pack %v: %s", c.args, r.stderr)
+		}
+		r := bloscfs(t, "info", "--json", out)
+		var infos []struct{ Blocksize int }
+		if err := json.Unmarshal(r.stdout, &infos); err != nil || len(infos) != 1 {
+			t.Fatalf("info --json: %v: %s", err, r.stdout)
+		}
+		if infos[0].Blocksize != c.want {
+			t.Errorf("pack %v: blocksize %d, want %d", c.args, infos[0].Blocksize, c.want)
+		}
+	}
+}

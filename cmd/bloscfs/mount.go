@@ -196,6 +196,9 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if o.NewChunkSize, err = parseSize(*chunkSize); err != nil || o.NewChunkSize <= 0 || o.NewChunkSize > 1<<31-64 {
 		return fmt.Errorf("%w: --chunk-size %q", errUsage, *chunkSize)
 	}
+	if o.NewFormat == bfs.NewB2Frame {
+		o.NewParams.Blocksize = defaultBlocksize(o.NewParams, int(o.NewChunkSize))
+	}
 	src, err := filepath.Abs(pos[0])
 	if err != nil {
 		return err

@@ -64,6 +64,18 @@ func parseFilters(s string, typesize int) (f, meta [6]uint8, err error) {
 	return f, meta, nil
 }
 
+// maxDefaultBlock caps the block size of new frames: a cold random read
+// decodes a whole block, and c-blosc2's choice for clevel 4 and up at
+// typesize 8 (512 KiB and more) doubles its latency for a ratio 0-4 %
+// better (fs BenchmarkBlockSize, docs/PERFORMANCE.md).
+const maxDefaultBlock = 256 << 10
+
+// defaultBlocksize is the block size of new frames: c-blosc2's choice
+// for p and chunks of cs bytes, at most maxDefaultBlock.
+func defaultBlocksize(p blosc.Params, cs int) int {
+	return min(p.AutoBlocksize(cs), maxDefaultBlock)
+}
+
 // maxPackBlock bounds --block-size: a mount decodes blocks of up to an
 // eighth of its cache, and at most 64 MiB.
 const maxPackBlock = 64 << 20
@@ -86,7 +98,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	filter := fs.String("filter", "shuffle", "`FILTERS`: shuffle, bitshuffle, none, delta,shuffle, shuffle,bytedelta, truncprec:N,shuffle")
 	typesize := fs.Int("typesize", 8, "element `SIZE` in bytes (1-255)")
 	chunkSize := fs.String("chunk-size", "1MiB", "plain `BYTES` per chunk")
-	blockSize := fs.String("block-size", "auto", "plain `BYTES` per block, the unit a random read decodes; auto is c-blosc2's choice for the codec and level, as python-blosc2 makes it")
+	blockSize := fs.String("block-size", "", "plain `BYTES` per block, the unit a random read decodes, or auto for c-blosc2's choice (default: b2frame at most 256KiB, blp auto)")
 	checksum := fs.String("checksum", "adler32", "blp chunk `CHECKSUM`: None, adler32, crc32, md5, sha1, sha224, sha256, sha384, sha512")
 	force := fs.BoolP("force", "f", false, "overwrite OUT; pack IN even if it is a container already")
 	quiet := fs.BoolP("quiet", "q", false, "print no summary")
@@ -129,7 +141,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --chunk-size %q", errUsage, *chunkSize)
 	}
 	p := blosc.Params{Typesize: *typesize, Split: blosc.SplitAuto}
-	if *blockSize != "auto" {
+	if *blockSize != "auto" && *blockSize != "" {
 		bs, err := parseSize(*blockSize)
 		// A mount decodes blocks of up to an eighth of its cache (64 MiB
 		// at most); larger blocks would be readable by unpack only.
@@ -155,6 +167,9 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	}
 	if p.Filters, p.FiltersMeta, err = parseFilters(*filter, *typesize); err != nil {
 		return err
+	}
+	if *blockSize == "" && *format == "b2frame" {
+		p.Blocksize = defaultBlocksize(p, int(cs))
 	}
 	if err := blosc.ValidateParams(p); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
