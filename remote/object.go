@@ -37,13 +37,6 @@ type Object struct {
 	aheadTo int64 // read-ahead requested up to here
 	changed atomic.Bool
 	failed  atomic.Bool
-
-	// A small read is often followed by one right after it (a chunk's
-	// header, then its block starts): smallEnd is where the last small
-	// fetch ended, and follow how long the fetch that came right after it
-	// was; later small fetches bring that much more along.
-	smallEnd atomic.Int64
-	follow   atomic.Int64
 }
 
 // fetch is one GET under way.
@@ -57,13 +50,6 @@ type fetch struct {
 // makes while it is opening (see Open): a header, a trailer and an index
 // come in as few GETs as the format allows.
 const OpenWindow = 128 << 10
-
-// smallRead is the size up to which a fetch counts as small (a header),
-// and maxFollow bounds what a small fetch brings along.
-const (
-	smallRead = 64
-	maxFollow = 64 << 10
-)
 
 // SmallObject is the size up to which an object is fetched whole by the
 // first read of its opening: one GET instead of one per chunk.
@@ -177,20 +163,8 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) err
 		if seq {
 			fe = min(o.Size, max(fe, pos+o.s.cfg.ReadAheadMin))
 		}
-		follows := fs > 0 && fs == o.smallEnd.Load()
-		if follows {
-			o.follow.Store(min(fe-fs, maxFollow)) // learnt: what follows a small read
-			o.smallEnd.Store(-1)
-		}
-		small := !follows && fe-fs <= smallRead && !o.opening.Load()
-		if small {
-			fe = min(o.Size, fe+o.follow.Load())
-		}
 		if nx := o.s.cache.next(o.cacheID, pos, fe, coalesceGap); nx > pos && nx < fe {
 			fe = nx // up to the next cached range
-		}
-		if small {
-			o.smallEnd.Store(pos + (end - pos))
 		}
 		if o.opening.Load() {
 			fs = fs &^ (OpenWindow - 1)
