@@ -47,7 +47,9 @@ const HeadRead = 2 << 10
 // before allocating. A chunk that fits in that first read is kept in
 // memory whole.
 func NewChunk(r io.ReaderAt, size int64) (*Chunk, error) {
-	head := make([]byte, max(0, min(size, HeadRead)))
+	hp := getBuf(int(max(0, min(size, HeadRead))))
+	defer putBuf(hp)
+	head := *hp
 	got, err := r.ReadAt(head, 0)
 	if err != nil && !(errors.Is(err, io.EOF) && got > 0) {
 		return nil, fmt.Errorf("%w: reading header: %w", ErrCorrupt, err)
@@ -62,7 +64,7 @@ func NewChunk(r io.ReaderAt, size int64) (*Chunk, error) {
 	}
 	c := &Chunk{Header: h, r: r}
 	if int64(h.Cbytes) <= int64(len(head)) {
-		c.data = head[:h.Cbytes:h.Cbytes]
+		c.data = slices.Clone(head[:h.Cbytes])
 	} else {
 		c.head = head // for parse only
 	}
