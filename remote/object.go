@@ -35,6 +35,7 @@ type Object struct {
 	streak  int64 // bytes read sequentially
 	window  int64 // current read-ahead window
 	aheadTo int64 // read-ahead requested up to here
+	growAt  int64 // the window grows once the reader gets here
 	changed atomic.Bool
 	failed  atomic.Bool
 }
@@ -67,7 +68,7 @@ const seqSlack = 4 << 20
 // seqThreshold is how many bytes a reader must read in sequence before
 // read-ahead starts (a random read touches a chunk's header, block
 // starts and a block's stream in order, and must not trigger it).
-const seqThreshold = 1 << 20
+const seqThreshold = 512 << 10
 
 // Open returns the current version of key (one HEAD). Until Opened is
 // called, its reads are widened to OpenWindow-aligned windows.
@@ -312,8 +313,12 @@ func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]b
 
 // readAhead follows the reader: once a reader has read seqThreshold bytes
 // in sequence, GETs of the window past its position start in the
-// background, the window doubling on each sequential read up to
-// ReadAheadMax; a jump resets it.
+// background; a jump resets it. The window doubles, up to ReadAheadMax,
+// each time the reader has got halfway through the last range it asked
+// for, not on every read: parallel decoders read several blocks at once,
+// and a window that doubled on each of them would start a burst of GETs
+// that share the bandwidth, so that the bytes the reader needs next come
+// in as late as the farthest ones.
 func (o *Object) readAhead(off, n int64) (seq bool) {
 	max := o.s.cfg.ReadAheadMax
 	if max <= 0 || o.opening.Load() {
@@ -324,7 +329,7 @@ func (o *Object) readAhead(off, n int64) (seq bool) {
 		o.streak += n
 		o.lastEnd = max64(o.lastEnd, off+n)
 	} else {
-		o.streak, o.lastEnd, o.window, o.aheadTo = n, off+n, o.s.cfg.ReadAheadMin, 0
+		o.streak, o.lastEnd, o.window, o.aheadTo, o.growAt = n, off+n, o.s.cfg.ReadAheadMin, 0, 0
 	}
 	if o.streak < seqThreshold {
 		o.ramu.Unlock()
@@ -341,7 +346,10 @@ func (o *Object) readAhead(off, n int64) (seq bool) {
 		return true
 	}
 	o.aheadTo = to
-	o.window = min(2*o.window, max)
+	if off+n >= o.growAt {
+		o.window = min(2*o.window, max)
+		o.growAt = from + (to-from)/2
+	}
 	o.ramu.Unlock()
 	for s := from; s < to; s += part {
 		e := min(to, s+part)
