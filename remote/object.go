@@ -35,7 +35,7 @@ type Object struct {
 	streak  int64 // bytes read sequentially
 	window  int64 // current read-ahead window
 	aheadTo int64 // read-ahead requested up to here
-	growAt  int64 // the window grows once the reader gets here
+	growAt  int64 // the window may grow again once the reader gets here
 	changed atomic.Bool
 	failed  atomic.Bool
 }
@@ -314,11 +314,11 @@ func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]b
 // readAhead follows the reader: once a reader has read seqThreshold bytes
 // in sequence, GETs of the window past its position start in the
 // background; a jump resets it. The window doubles, up to ReadAheadMax,
-// each time the reader has got halfway through the last range it asked
-// for, not on every read: parallel decoders read several blocks at once,
-// and a window that doubled on each of them would start a burst of GETs
-// that share the bandwidth, so that the bytes the reader needs next come
-// in as late as the farthest ones.
+// at most once per ReadAheadMin bytes the reader moves on, not on every
+// read: parallel decoders read several blocks at once, and a window that
+// doubled on each of them would start a burst of GETs that share the
+// bandwidth, so that the bytes the reader needs next come in as late as
+// the farthest ones.
 func (o *Object) readAhead(off, n int64) (seq bool) {
 	max := o.s.cfg.ReadAheadMax
 	if max <= 0 || o.opening.Load() {
@@ -348,7 +348,7 @@ func (o *Object) readAhead(off, n int64) (seq bool) {
 	o.aheadTo = to
 	if off+n >= o.growAt {
 		o.window = min(2*o.window, max)
-		o.growAt = from + (to-from)/2
+		o.growAt = off + n + o.s.cfg.ReadAheadMin
 	}
 	o.ramu.Unlock()
 	for s := from; s < to; s += part {
