@@ -346,6 +346,11 @@ func (o *Object) readAhead(off, n int64) (seq bool) {
 		return true
 	}
 	o.aheadTo = to
+	// What a sequential reader has read leaves the cache (the kernel's
+	// page cache keeps the plain bytes): the memory of those ranges then
+	// serves the next GETs, where fresh memory would cost a page fault
+	// per 4 KiB, the dearest part of receiving a body.
+	o.s.cache.dropBefore(o.cacheID, off-seqSlack)
 	if off+n >= o.growAt {
 		o.window = min(2*o.window, max)
 		o.growAt = off + n + o.s.cfg.ReadAheadMin
