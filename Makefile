@@ -150,8 +150,16 @@ bench-mount:
 	$(GO) test -run='^$$' -bench=BenchmarkMount -benchtime=1x -timeout=30m ./fs/
 
 # bench-remote compares a remote mount (versitygw on 127.0.0.1) with a
-# local mount of the same files (root; BLOSCFS_BENCH_SIZE MiB).
+# local mount of the same files and with `rclone mount` of the plain data
+# (root; BLOSCFS_BENCH_SIZE MiB). It installs Debian's rclone when it is
+# missing; make test does not need it.
 bench-remote: deps
+	@if ! command -v rclone >/dev/null; then \
+		echo "installing rclone (the benchmark compares with rclone mount)"; \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq rclone >/dev/null; \
+	fi
 	$(GO) test -run='^$$' -bench=BenchmarkRemote -benchtime=1x -timeout=30m ./integration/remote/
 
 # run mounts the bundled examples at ./mnt (see README.md); make stop

@@ -17,6 +17,7 @@ type Chunk struct {
 	Header
 	r    io.ReaderAt
 	data []byte // the whole chunk, when it is in memory
+	head []byte // while parsing: the chunk's first bytes, already read
 
 	blocksize int     // uncompressed bytes per block (all but the last)
 	nblocks   int     // number of blocks
@@ -32,20 +33,29 @@ type Chunk struct {
 // block size is tiny: they have no streams, so any granularity works.
 const virtualBlocksize = 256 << 10
 
+// HeadRead is how many bytes NewChunk reads first: the header and the
+// block starts of chunks of up to 500 blocks (and the whole chunk when it
+// is no longer), so that opening a chunk costs one read, not two in a
+// row, which over a network is one round trip instead of two. A chunk
+// whose starts do not fit costs a second read.
+const HeadRead = 2 << 10
+
 // NewChunk parses the chunk at the start of r, which holds size bytes (the
 // chunk may be shorter than size; its header's cbytes is authoritative).
-// It reads the header, the block starts and the dictionary, and checks
-// every size against size before allocating.
+// It reads the header, the block starts and the dictionary, in one read
+// of HeadRead bytes when they fit, and checks every size against size
+// before allocating. A chunk that fits in that first read is kept in
+// memory whole.
 func NewChunk(r io.ReaderAt, size int64) (*Chunk, error) {
-	var hb [ExtHeaderLen]byte
-	n := min(int64(len(hb)), size)
-	if n < 0 {
-		n = 0
-	}
-	if _, err := r.ReadAt(hb[:n], 0); err != nil && !(errors.Is(err, io.EOF) && n > 0) {
+	hp := getBuf(int(max(0, min(size, HeadRead))))
+	defer putBuf(hp)
+	head := *hp
+	got, err := r.ReadAt(head, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && got > 0) {
 		return nil, fmt.Errorf("%w: reading header: %w", ErrCorrupt, err)
 	}
-	h, err := ParseHeader(hb[:n])
+	head = head[:got]
+	h, err := ParseHeader(head)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +63,14 @@ func NewChunk(r io.ReaderAt, size int64) (*Chunk, error) {
 		return nil, fmt.Errorf("%w: chunk truncated: cbytes %d, only %d bytes available", ErrCorrupt, h.Cbytes, size)
 	}
 	c := &Chunk{Header: h, r: r}
-	if err := c.parse(); err != nil {
+	if int64(h.Cbytes) <= int64(len(head)) {
+		c.data = slices.Clone(head[:h.Cbytes])
+	} else {
+		c.head = head // for parse only
+	}
+	err = c.parse()
+	c.head = nil
+	if err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -83,6 +100,10 @@ func (c *Chunk) readAt(p []byte, off int64) error {
 	}
 	if c.data != nil {
 		copy(p, c.data[off:])
+		return nil
+	}
+	if off+int64(len(p)) <= int64(len(c.head)) {
+		copy(p, c.head[off:])
 		return nil
 	}
 	n, err := c.r.ReadAt(p, off)

@@ -35,15 +35,9 @@ type Object struct {
 	streak  int64 // bytes read sequentially
 	window  int64 // current read-ahead window
 	aheadTo int64 // read-ahead requested up to here
+	growAt  int64 // the window may grow again once the reader gets here
 	changed atomic.Bool
 	failed  atomic.Bool
-
-	// A small read is often followed by one right after it (a chunk's
-	// header, then its block starts): smallEnd is where the last small
-	// fetch ended, and follow how long the fetch that came right after it
-	// was; later small fetches bring that much more along.
-	smallEnd atomic.Int64
-	follow   atomic.Int64
 }
 
 // fetch is one GET under way.
@@ -57,13 +51,6 @@ type fetch struct {
 // makes while it is opening (see Open): a header, a trailer and an index
 // come in as few GETs as the format allows.
 const OpenWindow = 128 << 10
-
-// smallRead is the size up to which a fetch counts as small (a header),
-// and maxFollow bounds what a small fetch brings along.
-const (
-	smallRead = 64
-	maxFollow = 64 << 10
-)
 
 // SmallObject is the size up to which an object is fetched whole by the
 // first read of its opening: one GET instead of one per chunk.
@@ -81,7 +68,7 @@ const seqSlack = 4 << 20
 // seqThreshold is how many bytes a reader must read in sequence before
 // read-ahead starts (a random read touches a chunk's header, block
 // starts and a block's stream in order, and must not trigger it).
-const seqThreshold = 1 << 20
+const seqThreshold = 512 << 10
 
 // Open returns the current version of key (one HEAD). Until Opened is
 // called, its reads are widened to OpenWindow-aligned windows.
@@ -177,20 +164,8 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) err
 		if seq {
 			fe = min(o.Size, max(fe, pos+o.s.cfg.ReadAheadMin))
 		}
-		follows := fs > 0 && fs == o.smallEnd.Load()
-		if follows {
-			o.follow.Store(min(fe-fs, maxFollow)) // learnt: what follows a small read
-			o.smallEnd.Store(-1)
-		}
-		small := !follows && fe-fs <= smallRead && !o.opening.Load()
-		if small {
-			fe = min(o.Size, fe+o.follow.Load())
-		}
 		if nx := o.s.cache.next(o.cacheID, pos, fe, coalesceGap); nx > pos && nx < fe {
 			fe = nx // up to the next cached range
-		}
-		if small {
-			o.smallEnd.Store(pos + (end - pos))
 		}
 		if o.opening.Load() {
 			fs = fs &^ (OpenWindow - 1)
@@ -338,8 +313,12 @@ func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]b
 
 // readAhead follows the reader: once a reader has read seqThreshold bytes
 // in sequence, GETs of the window past its position start in the
-// background, the window doubling on each sequential read up to
-// ReadAheadMax; a jump resets it.
+// background; a jump resets it. The window doubles, up to ReadAheadMax,
+// at most once per ReadAheadMin bytes the reader moves on, not on every
+// read: parallel decoders read several blocks at once, and a window that
+// doubled on each of them would start a burst of GETs that share the
+// bandwidth, so that the bytes the reader needs next come in as late as
+// the farthest ones.
 func (o *Object) readAhead(off, n int64) (seq bool) {
 	max := o.s.cfg.ReadAheadMax
 	if max <= 0 || o.opening.Load() {
@@ -350,7 +329,7 @@ func (o *Object) readAhead(off, n int64) (seq bool) {
 		o.streak += n
 		o.lastEnd = max64(o.lastEnd, off+n)
 	} else {
-		o.streak, o.lastEnd, o.window, o.aheadTo = n, off+n, o.s.cfg.ReadAheadMin, 0
+		o.streak, o.lastEnd, o.window, o.aheadTo, o.growAt = n, off+n, o.s.cfg.ReadAheadMin, 0, 0
 	}
 	if o.streak < seqThreshold {
 		o.ramu.Unlock()
@@ -367,7 +346,15 @@ func (o *Object) readAhead(off, n int64) (seq bool) {
 		return true
 	}
 	o.aheadTo = to
-	o.window = min(2*o.window, max)
+	// What a sequential reader has read leaves the cache (the kernel's
+	// page cache keeps the plain bytes): the memory of those ranges then
+	// serves the next GETs, where fresh memory would cost a page fault
+	// per 4 KiB, the dearest part of receiving a body.
+	o.s.cache.dropBefore(o.cacheID, off-seqSlack)
+	if off+n >= o.growAt {
+		o.window = min(2*o.window, max)
+		o.growAt = off + n + o.s.cfg.ReadAheadMin
+	}
 	o.ramu.Unlock()
 	for s := from; s < to; s += part {
 		e := min(to, s+part)

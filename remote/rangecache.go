@@ -106,6 +106,24 @@ func (c *rangeCache) removeLocked(e *extent) {
 	}
 }
 
+// dropBefore forgets the ranges of obj that end at or before off.
+func (c *rangeCache) dropBefore(obj string, off int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old []*extent
+	for _, e := range c.byObj[obj] {
+		if e.start >= off {
+			break
+		}
+		if e.end() <= off {
+			old = append(old, e)
+		}
+	}
+	for _, e := range old {
+		c.removeLocked(e)
+	}
+}
+
 // drop forgets every range of obj.
 func (c *rangeCache) drop(obj string) {
 	c.mu.Lock()

@@ -49,11 +49,22 @@ func NewFaults(target string, rate float64, seed uint64) *Faults {
 	f := &Faults{proxy: httputil.NewSingleHostReverseProxy(u), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	f.Delay.Store(int64(50 * time.Millisecond))
 	f.proxy.ErrorLog = nil
+	f.proxy.BufferPool = bufPool{}
 	f.Rate.Store(rate)
 	f.srv = httptest.NewServer(f)
 	f.URL = f.srv.URL
 	return f
 }
+
+// bufPool hands the proxy 256 KiB copy buffers instead of its own
+// 32 KiB ones: benchmarks read hundreds of MiB through it, and the proxy's
+// syscalls take CPU from the mount it measures.
+type bufPool struct{}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+func (bufPool) Get() []byte  { return *copyBufs.Get().(*[]byte) }
+func (bufPool) Put(b []byte) { copyBufs.Put(&b) }
 
 // Close stops the proxy.
 func (f *Faults) Close() { f.srv.Close() }
