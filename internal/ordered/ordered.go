@@ -21,6 +21,11 @@ func Run(n int, work func(i int) ([]byte, error), emit func(i int, b []byte) err
 	}, work, emit)
 }
 
+// Window returns how many jobs Run and Stream plan or hold at most at
+// once: two per core (GOMAXPROCS), so that each worker has the next job
+// at hand while the results before it wait to be emitted.
+func Window() int { return 2 * max(runtime.GOMAXPROCS(0), 1) }
+
 // Stream runs work on the jobs that next hands out, in order, until it
 // reports false, on all cores, and hands each job's result to emit in the
 // order next gave them. next is called from one goroutine at a time and
@@ -29,7 +34,7 @@ func Run(n int, work func(i int) ([]byte, error), emit func(i int, b []byte) err
 // with the number of jobs. It stops at the first error and returns it.
 func Stream[J any](next func() (J, bool), work func(J) ([]byte, error), emit func(J, []byte) error) error {
 	workers := runtime.GOMAXPROCS(0)
-	window := 2 * workers
+	window := Window()
 	type result struct {
 		j   J
 		b   []byte

@@ -211,24 +211,26 @@ func (v *View) pieces() []pack.Range {
 func (v *View) WriteTo(w io.Writer) (int64, error) { return v.WriteToProgress(w, nil) }
 
 // WriteToProgress is WriteTo with a progress callback.
+//
+// One worker per core decodes whole read units (a few chunks) on its own,
+// each into a buffer of the stream's own that is reused for a later unit,
+// and the caller's goroutine writes the units out in order (see
+// ordered.Stream): what is in flight is bounded by the number of cores,
+// and nothing on the way is shared but the two channels that hand out
+// units and buffers, taken once per unit.
 func (v *View) WriteToProgress(w io.Writer, progress func(n int64)) (int64, error) {
 	var written int64
+	bufs := newBufList()
 	err := ordered.Stream(v.units(false), func(u unit) ([]byte, error) {
-		bp := bufs.Get().(*[]byte)
-		b := (*bp)[:u.Len]
-		n, err := v.ReadAt(b, u.Off)
-		if n == len(b) {
-			return b, nil
+		b := bufs.get(u.Len)
+		if err := v.decode(b, u.Off); err != nil {
+			bufs.put(b)
+			return nil, err
 		}
-		bufs.Put(bp)
-		if err == nil || err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
+		return b, nil
 	}, func(u unit, b []byte) error {
 		n, err := w.Write(b)
-		b = b[:cap(b)]
-		bufs.Put(&b)
+		bufs.put(b)
 		written += int64(n)
 		if progress != nil {
 			progress(int64(n))
@@ -238,32 +240,71 @@ func (v *View) WriteToProgress(w io.Writer, progress func(n int64)) (int64, erro
 	return written, err
 }
 
-// bufs holds the read buffers of WriteTo (pieceMax bytes each), so that
-// streaming a large file reuses a few instead of allocating one per piece.
-var bufs = sync.Pool{New: func() any { b := make([]byte, pieceMax); return &b }}
+// decode fills b with the view's bytes at off. A view of a container's
+// own bytes decodes its chunks on the calling goroutine (pack.DecodeRange);
+// if that fails, the range is read again through ReadAt, whose error names
+// the file and where in it, and which may succeed where the failure was
+// transient. Other views read through ReadAt.
+func (v *View) decode(b []byte, off int64) error {
+	if src, ok := v.Container.(pack.ChunkSource); ok && !v.NPY {
+		if pack.DecodeRange(src, b, off) == nil {
+			return nil
+		}
+	}
+	n, err := v.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// bufList holds the unit buffers of one WriteTo or Verify. A unit takes a
+// buffer and gives it back once written, so that at most one per unit in
+// flight is ever made, each reused: streaming decodes into memory already
+// faulted in rather than into fresh pages, and leaves the GC nothing to
+// collect (a sync.Pool is emptied by every collection).
+type bufList chan []byte
+
+func newBufList() bufList { return make(bufList, ordered.Window()+1) }
+
+// get returns a buffer of n bytes (n ≤ pieceMax), reused when one is free.
+func (l bufList) get(n int64) []byte {
+	select {
+	case b := <-l:
+		if int64(cap(b)) >= n {
+			return b[:n]
+		}
+	default:
+	}
+	return make([]byte, n)
+}
+
+// put gives a buffer back.
+func (l bufList) put(b []byte) {
+	select {
+	case l <- b:
+	default:
+	}
+}
 
 // Verify decodes the whole view, checking what can be checked (stream
-// structure, Bloscpack checksums), and reports progress as WriteTo does.
-// Special chunks (zeros, NaN, uninitialised, a repeated value) have
-// nothing stored to check beyond their header, which opening them
-// checked: they are not expanded, so a frame claiming petabytes of zeros
-// verifies at once.
+// structure, Bloscpack checksums), and reports progress as WriteTo does,
+// on all cores as WriteTo decodes. Special chunks (zeros, NaN,
+// uninitialised, a repeated value) have nothing stored to check beyond
+// their header, which opening them checked: they are not expanded, so a
+// frame claiming petabytes of zeros verifies at once.
 func (v *View) Verify(progress func(n int64)) error {
+	bufs := newBufList()
 	return ordered.Stream(v.units(true), func(u unit) ([]byte, error) {
 		if u.special {
 			return nil, v.checkSpecial(u.Range)
 		}
-		bp := bufs.Get().(*[]byte)
-		defer bufs.Put(bp)
-		b := (*bp)[:u.Len]
-		n, err := v.ReadAt(b, u.Off)
-		if n == len(b) {
-			return nil, nil
-		}
-		if err == nil || err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
+		b := bufs.get(u.Len)
+		defer bufs.put(b)
+		return nil, v.decode(b, u.Off)
 	}, func(u unit, _ []byte) error {
 		if progress != nil {
 			progress(u.Len)
