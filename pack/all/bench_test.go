@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/pack"
@@ -53,6 +55,27 @@ func writeRandomWalk(b *testing.B, dir string, codec int) string {
 	return path
 }
 
+// cpuTime returns the CPU time (user and system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time per op since start, and the cores it
+// kept busy on average: on a shared machine the wall time of a run
+// depends on the other load, the CPU time per op much less, and cores
+// near -cpu say that nothing waits.
+func reportCPU(b *testing.B, start time.Duration) {
+	cpu := cpuTime() - start
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+	if wall := b.Elapsed(); wall > 0 {
+		b.ReportMetric(float64(cpu)/float64(wall), "cores")
+	}
+}
+
 // BenchmarkWriteTo measures what `bloscfs unpack IN - > /dev/null`
 // (View.WriteTo to a discarding writer) and `bloscfs verify` (View.Verify)
 // do, on a 128 MiB float64 random walk packed with LZ4 and with zstd (1 MiB
@@ -71,19 +94,23 @@ func BenchmarkWriteTo(b *testing.B) {
 		name := blosc.CodecName(codec)
 		b.Run("unpack/"+name, func(b *testing.B) {
 			b.SetBytes(v.Size)
+			cpu := cpuTime()
 			for b.Loop() {
 				if n, err := v.WriteTo(io.Discard); err != nil || n != v.Size {
 					b.Fatalf("WriteTo: %d of %d bytes, %v", n, v.Size, err)
 				}
 			}
+			reportCPU(b, cpu)
 		})
 		b.Run("verify/"+name, func(b *testing.B) {
 			b.SetBytes(v.Size)
+			cpu := cpuTime()
 			for b.Loop() {
 				if err := v.Verify(nil); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu)
 		})
 		v.Close()
 	}
