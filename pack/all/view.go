@@ -218,25 +218,26 @@ func (v *View) WriteTo(w io.Writer) (int64, error) { return v.WriteToProgress(w,
 
 // WriteToProgress is WriteTo with a progress callback.
 //
-// One worker per core decodes whole read units (a few chunks) on its own,
-// each into a buffer of the stream's own that is reused for a later unit,
-// and the caller's goroutine writes the units out in order (see
-// ordered.Stream): what is in flight is bounded by the number of cores,
-// and nothing on the way is shared but the two channels that hand out
-// units and buffers, taken once per unit.
+// One worker per core decodes whole read units (about a megabyte of
+// chunks) on its own (pack.DecodeRange: no goroutine per block, no cache,
+// no lock), each into a buffer of that worker's that comes back to it
+// once written, and the caller's goroutine writes the units out in order
+// (ordered.Stream). What is in flight is bounded by the number of cores,
+// and the workers share nothing but the channels that hand out units,
+// once per unit.
 func (v *View) WriteToProgress(w io.Writer, progress func(n int64)) (int64, error) {
 	var written int64
-	bufs := newBufList()
-	err := ordered.Stream(v.units(false), func(u unit) ([]byte, error) {
-		b := bufs.get(u.Len)
+	bufs := newBufLists()
+	err := ordered.Stream(v.units(false), func(wk int, u unit) (unitBuf, error) {
+		b := bufs.get(wk, u.Len)
 		if err := v.decode(b, u.Off); err != nil {
-			bufs.put(b)
-			return nil, err
+			bufs.put(wk, b)
+			return unitBuf{}, err
 		}
-		return b, nil
-	}, func(u unit, b []byte) error {
-		n, err := w.Write(b)
-		bufs.put(b)
+		return unitBuf{b, wk}, nil
+	}, func(u unit, ub unitBuf) error {
+		n, err := w.Write(ub.b)
+		bufs.put(ub.worker, ub.b)
 		written += int64(n)
 		if progress != nil {
 			progress(int64(n))
@@ -244,6 +245,12 @@ func (v *View) WriteToProgress(w io.Writer, progress func(n int64)) (int64, erro
 		return err
 	})
 	return written, err
+}
+
+// unitBuf is a decoded unit, in a buffer of the worker that decoded it.
+type unitBuf struct {
+	b      []byte
+	worker int
 }
 
 // decode fills b with the view's bytes at off. A view of a container's
@@ -267,19 +274,27 @@ func (v *View) decode(b []byte, off int64) error {
 	return err
 }
 
-// bufList holds the unit buffers of one WriteTo or Verify. A unit takes a
-// buffer and gives it back once written, so that at most one per unit in
-// flight is ever made, each reused: streaming decodes into memory already
-// faulted in rather than into fresh pages, and leaves the GC nothing to
-// collect (a sync.Pool is emptied by every collection).
-type bufList chan []byte
+// bufLists holds the unit buffers of one WriteTo or Verify, a list per
+// worker. A worker decodes into a buffer of its own list, which comes
+// back to that list once the unit is written: at most Window buffers per
+// worker are ever made, each reused, so that streaming decodes into
+// memory already faulted in (rather than into fresh pages, as buffers
+// from a sync.Pool that each collection empties did) and most likely
+// still in that core's caches.
+type bufLists []chan []byte
 
-func newBufList() bufList { return make(bufList, ordered.Window()+1) }
+func newBufLists() bufLists {
+	l := make(bufLists, ordered.Workers())
+	for i := range l {
+		l[i] = make(chan []byte, ordered.Window())
+	}
+	return l
+}
 
-// get returns a buffer of n bytes (n ≤ pieceMax), reused when one is free.
-func (l bufList) get(n int64) []byte {
+// get returns a buffer of n bytes (n ≤ pieceMax) for worker w.
+func (l bufLists) get(w int, n int64) []byte {
 	select {
-	case b := <-l:
+	case b := <-l[w%len(l)]:
 		if int64(cap(b)) >= n {
 			return b[:n]
 		}
@@ -288,10 +303,10 @@ func (l bufList) get(n int64) []byte {
 	return make([]byte, n)
 }
 
-// put gives a buffer back.
-func (l bufList) put(b []byte) {
+// put gives worker w's buffer back.
+func (l bufLists) put(w int, b []byte) {
 	select {
-	case l <- b:
+	case l[w%len(l)] <- b:
 	default:
 	}
 }
@@ -303,15 +318,15 @@ func (l bufList) put(b []byte) {
 // their header, which opening them checked: they are not expanded, so a
 // frame claiming petabytes of zeros verifies at once.
 func (v *View) Verify(progress func(n int64)) error {
-	bufs := newBufList()
-	return ordered.Stream(v.units(true), func(u unit) ([]byte, error) {
+	bufs := newBufLists()
+	return ordered.Stream(v.units(true), func(wk int, u unit) (struct{}, error) {
 		if u.special {
-			return nil, v.checkSpecial(u.Range)
+			return struct{}{}, v.checkSpecial(u.Range)
 		}
-		b := bufs.get(u.Len)
-		defer bufs.put(b)
-		return nil, v.decode(b, u.Off)
-	}, func(u unit, _ []byte) error {
+		b := bufs.get(wk, u.Len)
+		defer bufs.put(wk, b)
+		return struct{}{}, v.decode(b, u.Off)
+	}, func(u unit, _ struct{}) error {
 		if progress != nil {
 			progress(u.Len)
 		}
