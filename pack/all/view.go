@@ -276,11 +276,13 @@ func (v *View) decode(b []byte, off int64) error {
 
 // bufLists holds the unit buffers of one WriteTo or Verify, a list per
 // worker. A worker decodes into a buffer of its own list, which comes
-// back to that list once the unit is written: at most Window buffers per
-// worker are ever made, each reused, so that streaming decodes into
-// memory already faulted in (rather than into fresh pages, as buffers
-// from a sync.Pool that each collection empties did) and most likely
-// still in that core's caches.
+// back to that list once the unit is written, so that streaming decodes
+// into memory already faulted in (rather than into fresh pages, as
+// buffers from a sync.Pool that each collection empties did) and most
+// likely still in that core's caches. A worker whose list is empty takes
+// another's free buffer before it makes one: as many buffers are made as
+// units are ever in flight (ordered.Window, two per core), and a few more
+// when a buffer is on its way back.
 type bufLists []chan []byte
 
 func newBufLists() bufLists {
@@ -293,12 +295,16 @@ func newBufLists() bufLists {
 
 // get returns a buffer of n bytes (n ≤ pieceMax) for worker w.
 func (l bufLists) get(w int, n int64) []byte {
-	select {
-	case b := <-l[w%len(l)]:
-		if int64(cap(b)) >= n {
-			return b[:n]
+	for k := range l {
+		select {
+		case b := <-l[(w+k)%len(l)]:
+			if int64(cap(b)) >= n {
+				return b[:n]
+			}
+		default:
+			continue
 		}
-	default:
+		break // too small: dropped, and a new one made
 	}
 	return make([]byte, n)
 }
