@@ -306,7 +306,7 @@ func (l bufLists) get(w int, n int64) []byte {
 		}
 		break // too small: dropped, and a new one made
 	}
-	return make([]byte, n)
+	return make([]byte, n, max(n, unitTarget)) // room for the units that follow
 }
 
 // put gives worker w's buffer back.
