@@ -18,21 +18,36 @@ func Run(n int, work func(i int) ([]byte, error), emit func(i int, b []byte) err
 		}
 		i++
 		return i - 1, true
-	}, work, emit)
+	}, func(_ int, i int) ([]byte, error) { return work(i) }, emit)
 }
 
+// Window returns how many jobs Run and Stream plan or hold at most at
+// once: two per core (GOMAXPROCS), so that each worker has the next job
+// at hand while the results before it wait to be emitted.
+func Window() int { return 2 * Workers() }
+
+// Workers returns how many workers Run and Stream start: one per core
+// (GOMAXPROCS).
+func Workers() int { return max(runtime.GOMAXPROCS(0), 1) }
+
 // Stream runs work on the jobs that next hands out, in order, until it
-// reports false, on all cores, and hands each job's result to emit in the
-// order next gave them. next is called from one goroutine at a time and
-// only when a result slot is free: at most 2×GOMAXPROCS jobs are planned
-// or in flight, so the work is planned lazily and memory does not grow
-// with the number of jobs. It stops at the first error and returns it.
-func Stream[J any](next func() (J, bool), work func(J) ([]byte, error), emit func(J, []byte) error) error {
-	workers := runtime.GOMAXPROCS(0)
-	window := 2 * workers
+// reports false, on Workers() goroutines, and hands each job's result to
+// emit in the order next gave them. work is told which worker runs it
+// (0 ≤ w < Workers()), so that a worker can keep memory of its own. next
+// is called from one goroutine at a time and only when a result slot is
+// free: at most Window() jobs are planned or in flight, so the work is
+// planned lazily and memory does not grow with the number of jobs. It
+// stops at the first error and returns it.
+//
+// Each job costs a few channel operations (one to hand it out, one for
+// its result, one to free its slot); nothing else is shared between the
+// workers, so jobs of a megabyte or so keep many cores busy.
+func Stream[J, R any](next func() (J, bool), work func(w int, j J) (R, error), emit func(J, R) error) error {
+	workers := Workers()
+	window := Window()
 	type result struct {
 		j   J
-		b   []byte
+		r   R
 		err error
 		end bool // next reported the end: no job at this position
 	}
@@ -56,8 +71,8 @@ func Stream[J any](next func() (J, bool), work func(J) ([]byte, error), emit fun
 		go func() {
 			defer wg.Done()
 			for t := range tasks {
-				b, err := work(t.j)
-				slots[t.seq%window] <- result{j: t.j, b: b, err: err}
+				r, err := work(w, t.j)
+				slots[t.seq%window] <- result{j: t.j, r: r, err: err}
 			}
 		}()
 	}
@@ -89,7 +104,7 @@ func Stream[J any](next func() (J, bool), work func(J) ([]byte, error), emit fun
 			break
 		}
 		if err = r.err; err == nil {
-			err = emit(r.j, r.b)
+			err = emit(r.j, r.r)
 		}
 	}
 	close(stop)

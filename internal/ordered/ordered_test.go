@@ -63,7 +63,10 @@ func TestRunLazy(t *testing.T) {
 	}
 	// Stream with an end that next decides.
 	k, sum := 0, 0
-	err = Stream(func() (int, bool) { k++; return k, k <= 500 }, func(j int) ([]byte, error) {
+	err = Stream(func() (int, bool) { k++; return k, k <= 500 }, func(w, j int) ([]byte, error) {
+		if w < 0 || w >= Workers() {
+			return nil, fmt.Errorf("worker %d of %d", w, Workers())
+		}
 		return []byte{byte(j)}, nil
 	}, func(j int, b []byte) error {
 		sum += j

@@ -1,0 +1,117 @@
+package all
+
+import (
+	"encoding/binary"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/frame"
+)
+
+// benchStreamSize is the plain size of the frames BenchmarkWriteTo reads.
+const benchStreamSize = 128 << 20
+
+// writeRandomWalk writes a frame of a float64 random walk (the running
+// sum of normal steps, as np.cumsum(np.random.normal(size=n)) gives) in
+// 1 MiB chunks of 512 KiB blocks with byte shuffle, as `bloscfs pack
+// --codec CODEC` writes it, and returns its path.
+func writeRandomWalk(b *testing.B, dir string, codec int) string {
+	path := filepath.Join(dir, blosc.CodecName(codec)+".b2frame")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	p := blosc.Params{Codec: codec, Clevel: 5, Typesize: 8, Blocksize: 512 << 10, Split: blosc.SplitAuto}
+	p.Filters[5] = blosc.FilterShuffle
+	const cs = 1 << 20
+	w, err := frame.NewWriter(f, frame.Params{Chunk: p, ChunkSize: cs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	chunk := make([]byte, cs)
+	x := 0.0
+	for i := 0; i < benchStreamSize/cs; i++ {
+		for k := 0; k < cs; k += 8 {
+			x += rng.NormFloat64()
+			binary.LittleEndian.PutUint64(chunk[k:], math.Float64bits(x))
+		}
+		if err := w.AddChunk(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// cpuTime returns the CPU time (user and system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time per op since start, and the cores it
+// kept busy on average: on a shared machine the wall time of a run
+// depends on the other load, the CPU time per op much less, and cores
+// near -cpu say that nothing waits.
+func reportCPU(b *testing.B, start time.Duration) {
+	cpu := cpuTime() - start
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+	if wall := b.Elapsed(); wall > 0 {
+		b.ReportMetric(float64(cpu)/float64(wall), "cores")
+	}
+}
+
+// BenchmarkWriteTo measures what `bloscfs unpack IN - > /dev/null`
+// (View.WriteTo to a discarding writer) and `bloscfs verify` (View.Verify)
+// do, on a 128 MiB float64 random walk packed with LZ4 and with zstd (1 MiB
+// chunks, 512 KiB blocks, shuffle), read from a file in the page cache
+// without a block cache as unpack reads it. Run it with -cpu 1,2 (or
+// more): the speed-up from one core to several is the ratio of the rates
+// within one run.
+func BenchmarkWriteTo(b *testing.B) {
+	dir := b.TempDir()
+	for _, codec := range []int{blosc.CodecLZ4, blosc.CodecZstd} {
+		path := writeRandomWalk(b, dir, codec)
+		v, err := OpenView(path, pack.NoCache{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := blosc.CodecName(codec)
+		b.Run("unpack/"+name, func(b *testing.B) {
+			b.SetBytes(v.Size)
+			cpu := cpuTime()
+			for b.Loop() {
+				if n, err := v.WriteTo(io.Discard); err != nil || n != v.Size {
+					b.Fatalf("WriteTo: %d of %d bytes, %v", n, v.Size, err)
+				}
+			}
+			reportCPU(b, cpu)
+		})
+		b.Run("verify/"+name, func(b *testing.B) {
+			b.SetBytes(v.Size)
+			cpu := cpuTime()
+			for b.Loop() {
+				if err := v.Verify(nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu)
+		})
+		v.Close()
+	}
+}
