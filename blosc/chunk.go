@@ -509,10 +509,7 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int) error {
 				return fmt.Errorf("%w: stream %d run token %#02x", ErrUnsupported, s, src[pos])
 			}
 			pos++
-			v := byte(-csize)
-			for k := range o {
-				o[k] = v
-			}
+			fillByte(o, byte(-csize))
 		case csize <= 0 || int(csize) > len(src)-pos:
 			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, len(src)-pos)
 		case int(csize) == neblock:
@@ -528,6 +525,20 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int) error {
 		}
 	}
 	return nil
+}
+
+// fillByte sets every byte of o to v. A byte loop cost 11-19 % of
+// decoding a float64 random walk, whose exponent bytes are run streams;
+// doubling copies run at memmove's speed.
+func fillByte(o []byte, v byte) {
+	if v == 0 || len(o) == 0 {
+		clear(o)
+		return
+	}
+	o[0] = v
+	for n := 1; n < len(o); n *= 2 {
+		copy(o[n:], o[:n])
+	}
 }
 
 // decodeVL decodes one variable-length block: its compressed bytes follow
