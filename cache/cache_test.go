@@ -233,3 +233,39 @@ func TestRemoveRef(t *testing.T) {
 	old.Release()
 	fresh.Release()
 }
+
+// TestAllocWarms: after a first Alloc of a block-sized buffer, later
+// ones come from pre-faulted memory, within the free list's bound.
+func TestAllocWarms(t *testing.T) {
+	c := New[int](64 << 20)
+	const n = 256 << 10
+	b := c.Alloc(n)
+	if len(b) != n {
+		t.Fatalf("Alloc(%d) gave %d bytes", n, len(b))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().Warmed < warmBytes/n {
+		if time.Now().After(deadline) {
+			t.Fatalf("warmed %d buffers in 10 s, want %d", c.Stats().Warmed, warmBytes/n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range warmBytes / n {
+		if b := c.Alloc(n); len(b) != n || cap(b) != n {
+			t.Fatalf("a warm buffer of %d/%d bytes", len(b), cap(b))
+		}
+	}
+	if st := c.Stats(); st.Reused != warmBytes/n || st.FreeBytes > c.freeMax {
+		t.Errorf("stats %+v: want %d reused, free bytes within %d", st, warmBytes/n, c.freeMax)
+	}
+	// Small buffers are not warmed; a tiny cache warms within its bound.
+	c = New[int](1 << 20)
+	c.Alloc(1024)
+	c.Alloc(n)
+	time.Sleep(50 * time.Millisecond)
+	c.mu.Lock()
+	if c.freeBytes > c.freeMax || len(c.free[1024]) != 0 {
+		t.Errorf("free bytes %d (bound %d), %d small buffers warmed", c.freeBytes, c.freeMax, len(c.free[1024]))
+	}
+	c.mu.Unlock()
+}
