@@ -123,6 +123,27 @@ func timeCmd(b *testing.B, name string, args ...string) time.Duration {
 	return time.Since(start)
 }
 
+// benchMountDir mounts src in-process on a fresh mountpoint, with
+// BLOSCFS_BENCH_READAHEAD (bytes; 0 turns it off) as the read-ahead when
+// set, and returns the mountpoint and its unmount.
+func benchMountDir(b *testing.B, src string) (string, func()) {
+	mnt := b.TempDir()
+	opts := DefaultOptions()
+	opts.Logger = log.New(io.Discard, "", 0)
+	if ra := os.Getenv("BLOSCFS_BENCH_READAHEAD"); ra != "" {
+		opts.ReadAhead, _ = strconv.ParseInt(ra, 10, 64)
+	}
+	server, _, err := Mount(src, mnt, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return mnt, func() {
+		if err := server.Unmount(); err != nil {
+			exec.Command("umount", "-l", mnt).Run()
+		}
+	}
+}
+
 // BenchmarkMount measures the mount against the alternatives, in one run:
 // cold sequential dd of an LZ4+shuffle and a zstd+shuffle frame through a
 // fresh mount; `bloscfs unpack` of the same files, to /dev/null and into
@@ -149,23 +170,7 @@ func BenchmarkMount(b *testing.B) {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
 	gbs := func(d time.Duration) float64 { return float64(size) / d.Seconds() / 1e9 }
-	mount := func() (string, func()) {
-		mnt := b.TempDir()
-		opts := DefaultOptions()
-		opts.Logger = log.New(io.Discard, "", 0)
-		if ra := os.Getenv("BLOSCFS_BENCH_READAHEAD"); ra != "" {
-			opts.ReadAhead, _ = strconv.ParseInt(ra, 10, 64) // bytes; 0 turns read-ahead off
-		}
-		server, _, err := Mount(src, mnt, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return mnt, func() {
-			if err := server.Unmount(); err != nil {
-				exec.Command("umount", "-l", mnt).Run()
-			}
-		}
-	}
+	mount := func() (string, func()) { return benchMountDir(b, src) }
 	b.ResetTimer()
 	for b.Loop() {
 		res := map[string]float64{}

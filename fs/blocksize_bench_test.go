@@ -3,12 +3,9 @@ package fs
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
-	"log"
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -121,20 +118,7 @@ func BenchmarkBlockSize(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	mount := func() (string, func()) {
-		mnt := b.TempDir()
-		opts := DefaultOptions()
-		opts.Logger = log.New(io.Discard, "", 0)
-		server, _, err := Mount(dir, mnt, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return mnt, func() {
-			if err := server.Unmount(); err != nil {
-				exec.Command("umount", "-l", mnt).Run()
-			}
-		}
-	}
+	mount := func() (string, func()) { return benchMountDir(b, dir) }
 	b.ResetTimer()
 	for b.Loop() {
 		fmt.Fprintf(os.Stderr, "%-16s %6s %9s %9s %10s %8s\n", "file", "ratio", "p50-µs", "p99-µs", "decode-µs", "seq-GB/s")

@@ -277,18 +277,8 @@ func rcloneMount(b *testing.B, rclone, endpoint, bucket string) *benchM {
 		"RCLONE_CONFIG_BENCHS3_REGION="+os.Getenv("AWS_REGION"),
 		"RCLONE_CONFIG_BENCHS3_FORCE_PATH_STYLE=true",
 	)
-	if err := m.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { m.stop(b) })
-	for range 1500 {
-		if isMountpoint(dir) {
-			return m
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	b.Fatalf("%s not mounted by rclone: %s", dir, stderr.String())
-	return nil
+	m.start(b, func() string { return "by rclone: " + stderr.String() })
+	return m
 }
 
 // benchMount mounts src in the foreground for a benchmark.
@@ -305,18 +295,24 @@ func benchMount(b *testing.B, src string, flags ...string) *benchM {
 	m := &benchM{dir: dir}
 	args := append(append([]string{"mount", "-f"}, flags...), src, dir)
 	m.cmd = exec.Command(bin, args...)
+	m.start(b, func() string { return "" })
+	return m
+}
+
+// start runs the mount's command, registers its stop, and waits up to 30
+// s for the mountpoint; why says what to add to the failure.
+func (m *benchM) start(b *testing.B, why func() string) {
 	if err := m.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.stop(b) })
 	for range 1500 {
-		if isMountpoint(dir) {
-			return m
+		if isMountpoint(m.dir) {
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	b.Fatalf("%s not mounted", dir)
-	return nil
+	b.Fatalf("%s not mounted %s", m.dir, why())
 }
 
 func isMountpoint(dir string) bool {
