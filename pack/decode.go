@@ -37,16 +37,7 @@ func DecodeRange(src ChunkSource, p []byte, off int64) error {
 	if g, ok := src.(ChunkGetter); ok {
 		get = g.Chunk
 	}
-	lo, hi := 0, n-1
-	for lo < hi { // the chunk holding off
-		mid := int(uint(lo+hi+1) >> 1)
-		if src.ChunkOffset(mid) <= off {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	for i, pos := lo, int64(0); pos < int64(len(p)); i++ {
+	for i, pos := ChunkAt(src, off), int64(0); pos < int64(len(p)); i++ {
 		cstart, cend := src.ChunkOffset(i), src.ChunkOffset(i+1)
 		c, err := get(i)
 		if err != nil {

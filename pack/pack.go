@@ -337,11 +337,16 @@ func (r *ChunkReader) CheckChunk(i int) error {
 }
 
 // chunkAt returns the chunk holding plain offset off (0 ≤ off < Size).
-func (r *ChunkReader) chunkAt(off int64) int {
-	lo, hi := 0, r.src.NumChunks()-1
+func (r *ChunkReader) chunkAt(off int64) int { return ChunkAt(r.src, off) }
+
+// ChunkAt returns the chunk of src holding plain offset off: the last
+// chunk starting at or before it (0 for a negative off, the last chunk
+// for one past the end).
+func ChunkAt(src ChunkSource, off int64) int {
+	lo, hi := 0, src.NumChunks()-1
 	for lo < hi {
 		mid := int(uint(lo+hi+1) >> 1)
-		if r.src.ChunkOffset(mid) <= off {
+		if src.ChunkOffset(mid) <= off {
 			lo = mid
 		} else {
 			hi = mid - 1

@@ -353,7 +353,7 @@ func (v *View) checkSpecial(r pack.Range) error {
 	// The first and last chunk of the range: special chunks in a run
 	// share their kind and parameters, and the index was checked whole
 	// when the container was opened.
-	lo, hi := chunkAt(c, r.Off), chunkAt(c, r.Off+r.Len-1)
+	lo, hi := pack.ChunkAt(c, r.Off), pack.ChunkAt(c, r.Off+r.Len-1)
 	if err := c.CheckChunk(lo); err != nil {
 		return err
 	}
@@ -361,18 +361,4 @@ func (v *View) checkSpecial(r pack.Range) error {
 		return c.CheckChunk(hi)
 	}
 	return nil
-}
-
-// chunkAt returns the chunk of src holding plain offset off.
-func chunkAt(src pack.ChunkSource, off int64) int {
-	lo, hi := 0, src.NumChunks()-1
-	for lo < hi {
-		mid := int(uint(lo+hi+1) >> 1)
-		if src.ChunkOffset(mid) <= off {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo
 }
