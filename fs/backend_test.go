@@ -158,6 +158,9 @@ func TestViewHandleSequential(t *testing.T) {
 			t.Fatalf("Read at %d: %d bytes starting %d", off, len(b), b[0])
 		}
 	}
+	// Let the read-ahead run before stopping: stop ends it at its next
+	// step, and a loaded machine may not have run its first one yet.
+	h.aheadWG.Wait()
 	if !h.stop() || h.stop() {
 		t.Errorf("stop: want true once, then false")
 	}
