@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 )
@@ -414,19 +415,54 @@ func fillPattern(dst, pattern []byte, off int64) {
 	}
 }
 
+// InPlaceReader is implemented by io.ReaderAts that can lend their bytes
+// where they lie, such as a memory-mapped file: a block then decodes from
+// them without a copy. ReadInPlace calls fn with the n bytes at off, which
+// fn must neither write nor keep, and returns fn's error; ok is false, and
+// fn is not called, when the bytes cannot be lent (then they are read
+// with ReadAt). A Chunk also finds one behind an *io.SectionReader.
+type InPlaceReader interface {
+	ReadInPlace(off, n int64, fn func([]byte) error) (ok bool, err error)
+}
+
+// inPlace returns the InPlaceReader behind r, the offset of r's byte 0 in
+// it and the number of bytes r may read.
+func inPlace(r io.ReaderAt) (InPlaceReader, int64, int64, bool) {
+	switch r := r.(type) {
+	case *io.SectionReader:
+		outer, off, n := r.Outer()
+		if ip, ok := outer.(InPlaceReader); ok {
+			return ip, off, n, true
+		}
+	case InPlaceReader:
+		return r, 0, math.MaxInt64, true
+	}
+	return nil, 0, 0, false
+}
+
 func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte) error {
 	start, end := int64(c.bstarts[i]), int64(c.bends[i])
-	var src []byte
 	if c.data != nil {
-		src = c.data[start:end]
-	} else {
-		sp := getBuf(int(end - start))
-		defer putBuf(sp)
-		src = *sp
-		if err := c.readAt(src, start); err != nil {
+		return c.decodeFrom(dst, i, ref, c.data[start:end])
+	}
+	if ip, base, n, ok := inPlace(c.r); ok && end <= n && end <= int64(c.Cbytes) {
+		if ok, err := ip.ReadInPlace(base+start, end-start, func(src []byte) error {
+			return c.decodeFrom(dst, i, ref, src)
+		}); ok {
 			return err
 		}
 	}
+	sp := getBuf(int(end - start))
+	defer putBuf(sp)
+	src := *sp
+	if err := c.readAt(src, start); err != nil {
+		return err
+	}
+	return c.decodeFrom(dst, i, ref, src)
+}
+
+// decodeFrom decodes block i from its compressed bytes src.
+func (c *Chunk) decodeFrom(dst []byte, i int, ref, src []byte) error {
 	// dst is the caller's, capped at its length by DecodeBlockRef: the
 	// codec writes nothing behind it. A filtered block decodes into
 	// scratch first, whose spare room lets zstd use its fast copies.

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/internal/mmapfile"
 )
 
 // Format is a container format that Open can recognise. Formats register
@@ -112,12 +113,14 @@ func OpenPath(path string, cache BlockCache) (Container, io.Closer, error) {
 		}
 		return c, closer, nil
 	}
-	c, err := Open(file, st.Size(), path, cache)
+	// Blocks decode from the file's memory mapping, not from a pread copy.
+	m := mmapfile.New(file, st.Size())
+	c, err := Open(m, st.Size(), path, cache)
 	if err != nil {
-		file.Close()
+		m.Close()
 		return nil, nil, err
 	}
-	return c, file, nil
+	return c, m, nil
 }
 
 // ChunkFile is a bare Blosc chunk stored as a file (.blosc): a container

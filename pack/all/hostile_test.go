@@ -3,13 +3,17 @@ package all
 import (
 	"errors"
 	"io"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
 	"github.com/bloscfs/bloscfs/internal/hostile"
+	"github.com/bloscfs/bloscfs/internal/mmapfile"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -201,3 +205,69 @@ func (s *stopAfter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*stopAfter)(nil)
+
+// TestShrunkUnderView truncates container files while views of them are
+// open (blocks decode from the file's memory mapping): reads of the lost
+// part fail with an error naming the file, and nothing crashes.
+func TestShrunkUnderView(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		clevel int
+	}{{"lz4", 5}, {"stored", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), tc.name+".b2frame")
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: tc.clevel, Typesize: 8, Blocksize: 256 << 10, Split: blosc.SplitAuto}
+			p.Filters[5] = blosc.FilterShuffle
+			w, err := frame.NewWriter(f, frame.Params{Chunk: p, ChunkSize: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(3, 4))
+			chunk := make([]byte, 1<<20)
+			for range 8 {
+				for k := range chunk {
+					chunk[k] = byte(rng.Uint32() >> 28)
+				}
+				if err := w.AddChunk(chunk); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			v, err := OpenView(path, pack.NoCache{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			buf := make([]byte, 1<<20)
+			for off := int64(0); off < v.Size; off += int64(len(buf)) { // every chunk parsed
+				if _, err := v.ReadAt(buf, off); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, _ := os.Stat(path)
+			if err := os.Truncate(path, st.Size()/3); err != nil {
+				t.Fatal(err)
+			}
+			_, err = v.ReadAt(buf, v.Size-int64(len(buf)))
+			if err == nil || !strings.Contains(err.Error(), path) {
+				t.Fatalf("reading past the new end: %v, want an error naming %s", err, path)
+			}
+			if !errors.Is(err, mmapfile.ErrFault) {
+				t.Errorf("reading past the new end: %v, want a fault on the mapping", err)
+			}
+			if err := v.Verify(nil); err == nil {
+				t.Error("Verify of a shrunk file passed")
+			}
+			if _, err := v.WriteTo(io.Discard); err == nil {
+				t.Error("WriteTo of a shrunk file passed")
+			}
+		})
+	}
+}

@@ -1,0 +1,194 @@
+package mmapfile
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// writeRandom writes n random bytes to a new file and returns them and
+// the file opened for reading.
+func writeRandom(t *testing.T, n int) ([]byte, *os.File) {
+	t.Helper()
+	data := make([]byte, n)
+	rng := rand.New(rand.NewPCG(1, uint64(n)))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, f
+}
+
+func TestReadAt(t *testing.T) {
+	const size = 3<<20 + 123
+	data, f := writeRandom(t, size)
+	m := New(f, size)
+	defer m.Close()
+	for _, tc := range []struct {
+		off int64
+		n   int
+	}{
+		{0, 10}, {0, 64 << 10}, {1, 1 << 20}, {size - (64 << 10), 64 << 10},
+		{size - 100, 200 << 10}, {size, 64 << 10}, {size + 5, 70 << 10}, {12345, 2 << 20},
+	} {
+		p := make([]byte, tc.n)
+		n, err := m.ReadAt(p, tc.off)
+		want := 0
+		if tc.off < size {
+			want = min(tc.n, int(size-tc.off))
+		}
+		if n != want {
+			t.Errorf("ReadAt(%d bytes at %d) = %d, want %d", tc.n, tc.off, n, want)
+		}
+		if (n < tc.n) != (err == io.EOF) {
+			t.Errorf("ReadAt(%d bytes at %d): %d bytes, err %v", tc.n, tc.off, n, err)
+		}
+		if !bytes.Equal(p[:n], data[min(tc.off, size):min(tc.off, size)+int64(n)]) {
+			t.Errorf("ReadAt(%d bytes at %d): wrong bytes", tc.n, tc.off)
+		}
+	}
+	if mapped.Load() == 0 {
+		t.Error("large reads did not map the file")
+	}
+}
+
+func TestReadInPlace(t *testing.T) {
+	const size = 1 << 20
+	data, f := writeRandom(t, size)
+	m := New(f, size)
+	var got []byte
+	ok, err := m.ReadInPlace(100, 5000, func(b []byte) error { got = bytes.Clone(b); return nil })
+	if !ok || err != nil || !bytes.Equal(got, data[100:5100]) {
+		t.Fatalf("ReadInPlace = %v, %v, equal %v", ok, err, bytes.Equal(got, data[100:5100]))
+	}
+	if ok, _ := m.ReadInPlace(size-10, 11, func([]byte) error { t.Error("called past the end"); return nil }); ok {
+		t.Error("a range past the end was lent")
+	}
+	want := errors.New("mine")
+	if _, err := m.ReadInPlace(0, 1, func([]byte) error { return want }); err != want {
+		t.Errorf("fn's error: got %v", err)
+	}
+	m.Close()
+	if ok, _ := m.ReadInPlace(0, 1, func([]byte) error { t.Error("called after Close"); return nil }); ok {
+		t.Error("lent after Close")
+	}
+	if _, err := m.ReadAt(make([]byte, 1<<20), 0); err == nil {
+		t.Error("ReadAt after Close succeeded")
+	}
+}
+
+var sink byte
+
+// TestShrunk truncates the file under its mapping: reading the lost pages
+// is an error wrapping ErrFault, not a crash.
+func TestShrunk(t *testing.T) {
+	const size = 4 << 20
+	_, f := writeRandom(t, size)
+	m := New(f, size)
+	defer m.Close()
+	p := make([]byte, 1<<20)
+	if _, err := m.ReadAt(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(f.Name(), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.ReadAt(p, 2<<20)
+	if !errors.Is(err, ErrFault) {
+		t.Fatalf("reading truncated pages: %v, want ErrFault", err)
+	}
+	ok, err := m.ReadInPlace(3<<20, 4096, func(b []byte) error {
+		for _, c := range b {
+			sink += c
+		}
+		return nil
+	})
+	if !ok || !errors.Is(err, ErrFault) {
+		t.Fatalf("ReadInPlace over truncated pages: %v, %v", ok, err)
+	}
+	// Another panic is not swallowed.
+	defer func() {
+		if r := recover(); r == nil {
+			t.Error("a panic inside fn was swallowed")
+		}
+	}()
+	m.ReadInPlace(0, 10, func(b []byte) error {
+		var np *int
+		return errors.New(string(rune(*np))) // a nil dereference, outside the mapping
+	})
+}
+
+// TestCloseWhileReading closes the file while readers hold its bytes: the
+// mapping stays until the last one is done.
+func TestCloseWhileReading(t *testing.T) {
+	const size = 1 << 20
+	data, f := writeRandom(t, size)
+	m := New(f, size)
+	inside := make(chan struct{})
+	closed := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.ReadInPlace(0, size, func(b []byte) error {
+			close(inside)
+			<-closed
+			if !bytes.Equal(b, data) { // faults if unmapped
+				t.Error("bytes changed under a reader")
+			}
+			return nil
+		})
+	}()
+	<-inside
+	m.Close()
+	close(closed)
+	wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.data != nil {
+		t.Error("still mapped after the last reader")
+	}
+}
+
+// TestBound: past maxMapped files, reads use pread and still succeed.
+func TestBound(t *testing.T) {
+	old := maxMapped
+	maxMapped = mapped.Load() + 2
+	defer func() { maxMapped = old }()
+	var files []*File
+	for i := range 4 {
+		data, f := writeRandom(t, 128<<10+i)
+		m := New(f, int64(len(data)))
+		defer m.Close()
+		files = append(files, m)
+		p := make([]byte, len(data))
+		if n, err := m.ReadAt(p, 0); n != len(p) || err != nil || !bytes.Equal(p, data) {
+			t.Fatalf("file %d: %d, %v", i, n, err)
+		}
+	}
+	mappedNow := 0
+	for _, m := range files {
+		if m.data != nil {
+			mappedNow++
+		}
+	}
+	if mappedNow != 2 {
+		t.Errorf("%d files mapped, want 2", mappedNow)
+	}
+	files[0].Close()
+	if ok, _ := files[3].ReadInPlace(0, 10, func([]byte) error { return nil }); !ok {
+		t.Error("a freed slot was not reused")
+	}
+}
