@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/bloscfs/bloscfs/shuffle"
 )
 
 // Chunk is a parsed Blosc chunk that decodes its blocks on demand. It keeps
@@ -491,7 +493,7 @@ func (c *Chunk) decodeFrom(dst []byte, i int, ref, src []byte) error {
 			if split && !compat {
 				// c-blosc 1.x reads these as one stream; c-blosc 1.x in
 				// ALWAYS mode wrote them split (FORMATS P3): try both.
-				if err := c.decodeSplit(out, src, 1); err == nil {
+				if err := c.decodeSplit(out, src, 1, nil); err == nil {
 					goto unfilter
 				} else if bsize%ts != 0 {
 					return err
@@ -505,7 +507,17 @@ func (c *Chunk) decodeFrom(dst []byte, i int, ref, src []byte) error {
 		if ts > 1 && bsize%ts != 0 {
 			return fmt.Errorf("%w: split block of %d bytes is not a multiple of typesize %d (c-blosc2 3.x blocksize bug)", ErrCorrupt, bsize, ts)
 		}
-		if err := c.decodeSplit(out, src, ts); err != nil {
+		if sts, ok := c.shuffleOnly(); ok && sts == ts && ts <= maxLent && shuffle.CanUnshuffleStreams(ts) {
+			// Stored streams stay where they lie (in the file's mapping,
+			// often): the unshuffle reads them there, not from a copy.
+			var lent [maxLent][]byte
+			if err := c.decodeSplit(out, src, ts, lent[:ts]); err != nil {
+				return err
+			}
+			shuffle.UnshuffleStreams(dst, lent[:ts])
+			return nil
+		}
+		if err := c.decodeSplit(out, src, ts, nil); err != nil {
 			return err
 		}
 	}
@@ -522,13 +534,22 @@ unfilter:
 // has written when it starts each block.
 const zstdSlack = 128<<10 + 64
 
-// decodeSplit decodes nstreams back-to-back streams filling out.
-func (c *Chunk) decodeSplit(out, src []byte, nstreams int) error {
+// maxLent is the largest typesize whose stored streams a block decode
+// lends to the unshuffle instead of copying.
+const maxLent = 16
+
+// decodeSplit decodes nstreams back-to-back streams filling out. With
+// lent (len nstreams), a stream stored as is is not copied into out:
+// lent[s] is set to where stream s lies, in src or in out.
+func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error {
 	neblock := len(out) / nstreams
 	ext := c.Extended()
 	pos := 0
 	for s := 0; s < nstreams; s++ {
 		o := out[s*neblock : (s+1)*neblock]
+		if lent != nil {
+			lent[s] = o
+		}
 		if pos+4 > len(src) {
 			return fmt.Errorf("%w: stream %d header past the block end", ErrCorrupt, s)
 		}
@@ -549,6 +570,11 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int) error {
 		case csize <= 0 || int(csize) > len(src)-pos:
 			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, len(src)-pos)
 		case int(csize) == neblock:
+			if lent != nil {
+				lent[s] = src[pos : pos+neblock : pos+neblock]
+				pos += neblock
+				continue
+			}
 			copy(o, src[pos:pos+neblock])
 			pos += neblock
 		default:

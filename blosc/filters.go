@@ -50,6 +50,28 @@ func (h *Header) activeFilters() bool {
 	return false
 }
 
+// shuffleOnly returns the typesize of the pipeline's byte shuffle when
+// that is the only filter with work to undo.
+func (h *Header) shuffleOnly() (int, bool) {
+	ts := 0
+	for i, f := range h.Filters {
+		switch f {
+		case FilterNone, FilterTruncPrec, FilterIntTrunc:
+		case FilterShuffle:
+			if ts != 0 {
+				return 0, false
+			}
+			ts = int(h.FiltersMeta[i])
+			if ts == 0 || !h.Extended() {
+				ts = int(h.Typesize)
+			}
+		default:
+			return 0, false
+		}
+	}
+	return ts, ts > 1
+}
+
 // unfilter undoes the pipeline on one block. src holds the block as the
 // streams produced it and may be clobbered; the result ends up in dst.
 // ref is the fully decoded block 0 of the chunk (nil for block 0 itself,

@@ -1,0 +1,26 @@
+//go:build amd64 && !purego
+
+package shuffle
+
+// unshuffle8GatherAVX2 is unshuffle8AVX2 with each stream at its own
+// address (gather_avx2_amd64.s).
+//
+//go:noescape
+func unshuffle8GatherAVX2(dst *byte, streams *[8]*byte, blocks int)
+
+func canUnshuffleStreams(t int) bool { return t == 8 && useAVX2 }
+
+// unshuffleStreams runs the kernel over the whole groups of 32 elements
+// and returns how many elements it did.
+func unshuffleStreams(dst []byte, streams [][]byte, n int) int {
+	if !canUnshuffleStreams(len(streams)) || n < avx2.width {
+		return 0
+	}
+	var p [8]*byte
+	for j := range p {
+		p[j] = &streams[j][0]
+	}
+	nv := n - n%avx2.width
+	unshuffle8GatherAVX2(&dst[0], &p, nv/avx2.width)
+	return nv
+}

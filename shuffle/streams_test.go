@@ -1,0 +1,96 @@
+package shuffle
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestUnshuffleStreams checks UnshuffleStreams against Unshuffle at every
+// element count around the kernel's group sizes, with the streams at
+// their own addresses, for typesizes with and without a fast kernel.
+func TestUnshuffleStreams(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, ts := range []int{1, 2, 4, 8, 16} {
+		for n := 0; n <= 200; n++ {
+			if n > 70 && n%7 != 0 {
+				continue
+			}
+			shuffled := make([]byte, n*ts)
+			for i := range shuffled {
+				shuffled[i] = byte(rng.Uint32())
+			}
+			want := make([]byte, n*ts)
+			Unshuffle(want, shuffled, ts)
+			// Each stream in a buffer of its own, with guard bytes
+			// around it that must stay untouched.
+			streams := make([][]byte, ts)
+			for j := range streams {
+				buf := make([]byte, n+64)
+				copy(buf[32:], shuffled[j*n:(j+1)*n])
+				streams[j] = buf[32 : 32+n]
+			}
+			got := make([]byte, n*ts+32)
+			for i := range got {
+				got[i] = 0xa5
+			}
+			UnshuffleStreams(got[:n*ts], streams)
+			if !bytes.Equal(got[:n*ts], want) {
+				t.Fatalf("typesize %d, %d elements: wrong bytes", ts, n)
+			}
+			for _, b := range got[n*ts:] {
+				if b != 0xa5 {
+					t.Fatalf("typesize %d, %d elements: wrote past dst", ts, n)
+				}
+			}
+		}
+	}
+}
+
+func TestUnshuffleStreamsArgs(t *testing.T) {
+	for _, tc := range []struct {
+		dst     int
+		streams []int
+	}{{16, []int{2, 2, 2, 2, 2, 2, 2, 3}}, {17, []int{2, 2, 2, 2, 2, 2, 2, 2}}, {0, nil}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("dst %d, streams %v: no panic", tc.dst, tc.streams)
+				}
+			}()
+			s := make([][]byte, len(tc.streams))
+			for j, n := range tc.streams {
+				s[j] = make([]byte, n)
+			}
+			UnshuffleStreams(make([]byte, tc.dst), s)
+		}()
+	}
+}
+
+// BenchmarkUnshuffleStreams compares unshuffling 8 streams that lie apart
+// in place with copying them together first and unshuffling, for a
+// 256 KiB float64 block.
+func BenchmarkUnshuffleStreams(b *testing.B) {
+	const n = 32 << 10
+	streams := make([][]byte, 8)
+	for j := range streams {
+		streams[j] = make([]byte, n+4096)[:n]
+	}
+	dst := make([]byte, 8*n)
+	b.Run("streams", func(b *testing.B) {
+		b.SetBytes(8 * n)
+		for b.Loop() {
+			UnshuffleStreams(dst, streams)
+		}
+	})
+	b.Run("copy+unshuffle", func(b *testing.B) {
+		tmp := make([]byte, 8*n)
+		b.SetBytes(8 * n)
+		for b.Loop() {
+			for j, s := range streams {
+				copy(tmp[j*n:], s)
+			}
+			Unshuffle(dst, tmp, 8)
+		}
+	})
+}
