@@ -256,11 +256,13 @@ func (c *Cache[K]) TryAcquire(key K) (*Ref, bool) {
 	return r, ok
 }
 
-// Contains reports whether key is cached, without touching its recency.
+// Contains reports whether key is cached or being loaded, without
+// touching its recency.
 func (c *Cache[K]) Contains(key K) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lru.Contains(key)
+	_, loading := c.inflight[key]
+	return loading || c.lru.Contains(key)
 }
 
 // Remove drops key from the cache; its memory is reused once nobody pins

@@ -55,7 +55,7 @@ type BlockCache interface {
 	// Alloc returns n bytes for a loader to decode into, ideally the
 	// memory of a released block. Its content is undefined.
 	Alloc(n int) []byte
-	// Contains reports whether key is cached.
+	// Contains reports whether key is cached or being loaded.
 	Contains(key BlockKey) bool
 	// RemoveRef drops the block for key, which will not be read again
 	// soon, if the cache still holds r for it.
@@ -148,6 +148,8 @@ type ChunkReader struct {
 	maxParsed int64                           // bound on parsed.n
 	charger   Charger                         // nil: the cache takes no charges
 	adding    int                             // the chunk being added: not evicted for room
+
+	direct atomic.Int64 // blocks decoded straight into a read's buffer, bypassing the cache
 }
 
 // parsedBytes is the memory a reader's parsed chunks hold; it is given
@@ -544,21 +546,29 @@ func (r *ChunkReader) deliver(pc piece, blk *bcache.Ref, mode readMode) {
 	blk.Release()
 }
 
-// fillOne serves one piece. Without a cache, a piece that is a whole
-// block is decoded straight into place. A warm piece whose block the
-// reader has passed is skipped.
+// fillOne serves one piece. A piece that is a whole block is decoded
+// straight into place when there is no cache, and for a sequential reader
+// (readOnce) when the block is neither cached nor being decoded (by a
+// read-ahead): such a reader would drop it from the cache at once, so
+// going through the cache would only add a copy. A warm piece whose block
+// the reader has passed is skipped.
 func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) error {
 	if reader != nil && r.src.ChunkOffset(pc.chunk)+pc.c.BlockOffset(pc.block)+int64(pc.c.BlockLen(pc.block)) <= reader() {
 		return nil
 	}
-	if _, none := r.cache.(NoCache); none && mode != readWarm && pc.from == 0 && pc.n == pc.c.BlockLen(pc.block) &&
-		(pc.block == 0 || !pc.c.NeedsBlock0()) {
+	// (Not for a block 0 that the chunk's other blocks take as delta
+	// reference: they would decode it again.)
+	_, none := r.cache.(NoCache)
+	direct := none && mode != readWarm && (pc.block == 0 || !pc.c.NeedsBlock0()) ||
+		mode == readOnce && !pc.c.NeedsBlock0() && !r.cache.Contains(r.key(pc.chunk, pc.block))
+	if direct && pc.from == 0 && pc.n == pc.c.BlockLen(pc.block) {
 		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
 			return err
 		}
 		if err := pc.c.DecodeBlockRef(pc.dst, pc.block, nil); err != nil {
 			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
 		}
+		r.direct.Add(1)
 		return nil
 	}
 	blk, err := r.block(pc.chunk, pc.c, pc.block)
