@@ -12,6 +12,11 @@
 //     mapping reuse the addresses and the reader see foreign bytes. A File
 //     counts its readers and unmaps only when it is closed and none is left.
 //
+// The pages read count in the process's resident size (RssFile) until they
+// leave its page tables: every 16 MiB read, a File drops them
+// (MADV_DONTNEED; they stay in the page cache), so that streaming a large
+// file does not look like a memory leak.
+//
 // The file is mapped on first use, not at open: opening a container to
 // list or probe it reads its header with pread and maps nothing. The
 // number of files mapped at once is bounded (MaxMapped); past it, reads
@@ -43,6 +48,12 @@ var maxMapped int64 = MaxMapped
 // pread costs about the same, and the header reads of probing never map.
 const minInPlace = 64 << 10
 
+// trimEvery is how many bytes are read in place between two trims of the
+// mapping (MADV_DONTNEED: the pages leave the process's page tables and
+// stay in the page cache), so that the process's resident size does not
+// grow with the files it streams.
+const trimEvery = 16 << 20
+
 // maxSize bounds the size of a file that is mapped: far above any real
 // file, far below the 128 TiB address space.
 const maxSize = 1 << 44
@@ -65,6 +76,8 @@ type File struct {
 	users  int    // readers of data now
 	closed bool
 	failed bool // mapping refused: pread only
+
+	sinceTrim atomic.Int64 // bytes read in place since the last trim
 }
 
 // New returns a File reading f, which holds size bytes. The File owns f
@@ -138,7 +151,14 @@ func (m *File) ReadInPlace(off, n int64, fn func([]byte) error) (ok bool, err er
 		return false, nil
 	}
 	defer m.release()
-	return true, m.guard(data, off, func() error { return fn(data[off : off+n : off+n]) })
+	err = m.guard(data, off, func() error { return fn(data[off : off+n : off+n]) })
+	if m.sinceTrim.Add(n) >= trimEvery {
+		// Still a reader: the mapping cannot go meanwhile. Readers of it
+		// now fault its pages back in from the page cache.
+		m.sinceTrim.Store(0)
+		unix.Madvise(data, unix.MADV_DONTNEED)
+	}
+	return true, err
 }
 
 // guard runs fn with memory faults on data turned into an error naming the

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -190,5 +192,47 @@ func TestBound(t *testing.T) {
 	files[0].Close()
 	if ok, _ := files[3].ReadInPlace(0, 10, func([]byte) error { return nil }); !ok {
 		t.Error("a freed slot was not reused")
+	}
+}
+
+// rssFile returns the process's resident file-backed memory.
+func rssFile(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RssFile:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Skip("no RssFile in /proc/self/status")
+	return 0
+}
+
+// TestResidentBounded streams a 96 MiB file through the mapping: the
+// process's resident file pages stay near trimEvery, not the file size.
+func TestResidentBounded(t *testing.T) {
+	const size = 96 << 20
+	_, f := writeRandom(t, size)
+	m := New(f, size)
+	defer m.Close()
+	before := rssFile(t)
+	var peak int64
+	for off := int64(0); off < size; off += 1 << 20 {
+		if ok, err := m.ReadInPlace(off, 1<<20, func(b []byte) error {
+			for i := 0; i < len(b); i += 4096 {
+				sink += b[i]
+			}
+			return nil
+		}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		peak = max(peak, rssFile(t)-before)
+	}
+	t.Logf("resident file pages grew by at most %d MiB streaming %d MiB", peak>>20, size>>20)
+	if bound := int64(min(2*trimEvery, size/2)); peak > bound {
+		t.Errorf("resident file pages grew by %d MiB streaming %d MiB, want at most %d", peak>>20, size>>20, bound>>20)
 	}
 }
