@@ -133,7 +133,19 @@ var (
 	_ pack.MaxBlocker               = (*statCache)(nil)
 	_ pack.Charger                  = (*statCache)(nil)
 	_ interface{ MaxBytes() int64 } = (*statCache)(nil)
+	_ pack.DecodeObserver           = (*statCache)(nil)
 )
+
+// Decoded counts a block a reader decoded straight into its buffer.
+func (c *statCache) Decoded(n int, d time.Duration) {
+	cc := c.codec.Load()
+	if cc == nil {
+		cc = c.stats.codec("unknown")
+	}
+	cc.blocks.Add(1)
+	cc.bytes.Add(int64(n))
+	cc.nanos.Add(int64(d))
+}
 
 // Acquire times the load of a missing block.
 func (c *statCache) Acquire(key pack.BlockKey, load func() ([]byte, error)) (*bcache.Ref, error) {

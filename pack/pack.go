@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	bcache "github.com/bloscfs/bloscfs/cache"
@@ -214,6 +215,14 @@ type MaxBlocker interface {
 // and gives the charge back when it drops them (n < 0).
 type Charger interface {
 	Charge(n int64)
+}
+
+// DecodeObserver is implemented by caches that account for decoding: a
+// ChunkReader reports to it the blocks it decodes straight into a
+// caller's buffer, which never pass through the cache (n decoded bytes,
+// taking d).
+type DecodeObserver interface {
+	Decoded(n int, d time.Duration)
 }
 
 // maxBlockOf returns the block bound for cache.
@@ -565,8 +574,16 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
 			return err
 		}
+		obs, _ := r.cache.(DecodeObserver)
+		var t time.Time
+		if obs != nil {
+			t = time.Now()
+		}
 		if err := pc.c.DecodeBlockRef(pc.dst, pc.block, nil); err != nil {
 			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
+		}
+		if obs != nil {
+			obs.Decoded(pc.n, time.Since(t))
 		}
 		r.direct.Add(1)
 		return nil
