@@ -142,13 +142,16 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) err
 		return m
 	}
 	for pos < end {
-		if b := o.s.cache.get(o.cacheID, pos); b != nil {
+		if b, r := o.s.cache.get(o.cacheID, pos); r != nil {
 			pos += put(b)
+			r.release()
 			continue
 		}
 		if o.s.disk != nil {
 			if start, b := o.s.disk.get(o.s.bucket+"\x00"+o.cacheID, pos); b != nil {
-				o.s.cache.put(o.cacheID, start, b)
+				r := &rbuf{b: b}
+				r.refs.Store(1)
+				o.s.cache.put(o.cacheID, start, r)
 				pos += put(b[pos-start:])
 				continue
 			}
@@ -174,14 +177,20 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) err
 				fs, fe = 0, o.Size
 			}
 		}
-		start, data, err := o.fetchRange(ctx, pos, fs, fe)
+		start, rs, err := o.fetchRange(ctx, pos, fs, fe)
 		if err != nil {
 			return err
 		}
-		if data == nil {
+		if rs == nil {
 			continue // a GET under way covers pos
 		}
-		pos += put(data[pos-start:])
+		for _, r := range rs {
+			if n := int64(len(r.b)); pos < end && pos < start+n {
+				pos += put(r.b[pos-start:])
+			}
+			start += int64(len(r.b))
+		}
+		releaseAll(rs)
 	}
 	return nil
 }
@@ -206,9 +215,10 @@ func (o *Object) waitInflight(pos int64) *fetch {
 
 // fetchRange GETs [start, end) (which holds pos), trimmed so as not to
 // overlap GETs under way, stores it in the cache and returns where it
-// starts and its bytes. It returns nil bytes and no error when a GET
-// under way already covers pos.
-func (o *Object) fetchRange(ctx context.Context, pos, start, end int64) (int64, []byte, error) {
+// starts and its consecutive pieces, with references the caller
+// releases. It returns no pieces and no error when a GET under way
+// already covers pos.
+func (o *Object) fetchRange(ctx context.Context, pos, start, end int64) (int64, []*rbuf, error) {
 	o.fmu.Lock()
 	for _, x := range o.inflight {
 		switch {
@@ -225,13 +235,15 @@ func (o *Object) fetchRange(ctx context.Context, pos, start, end int64) (int64, 
 	o.inflight = append(o.inflight, f)
 	o.fmu.Unlock()
 
-	data, err := o.get(ctx, start, end)
+	rs, err := o.get(ctx, start, end)
 	f.err = err
-	if err == nil {
-		o.s.cache.put(o.cacheID, start, data)
+	at := start
+	for _, r := range rs {
+		o.s.cache.put(o.cacheID, at, r)
 		if o.s.disk != nil {
-			o.s.disk.put(o.s.bucket+"\x00"+o.cacheID, start, data)
+			o.s.disk.put(o.s.bucket+"\x00"+o.cacheID, at, r.b)
 		}
+		at += int64(len(r.b))
 	}
 	o.fmu.Lock()
 	for i, x := range o.inflight {
@@ -242,12 +254,14 @@ func (o *Object) fetchRange(ctx context.Context, pos, start, end int64) (int64, 
 	}
 	o.fmu.Unlock()
 	close(f.done)
-	return start, data, err
+	return start, rs, err
 }
 
 // get GETs [start, end) of this version, retrying failures that may pass
 // (a bounded number of times, with backoff), each try under a deadline.
-func (o *Object) get(ctx context.Context, start, end int64) ([]byte, error) {
+// The bytes come in consecutive pieces (see bufPool), each with one
+// reference for the caller.
+func (o *Object) get(ctx context.Context, start, end int64) ([]*rbuf, error) {
 	rng := fmt.Sprintf("bytes=%d-%d", start, end-1)
 	var lastErr error
 	for attempt := 1; attempt <= o.s.cfg.Attempts; attempt++ {
@@ -256,9 +270,9 @@ func (o *Object) get(ctx context.Context, start, end int64) ([]byte, error) {
 				return nil, err
 			}
 		}
-		data, err := o.getOnce(ctx, rng, start, end)
+		rs, err := o.getOnce(ctx, rng, start, end)
 		if err == nil {
-			return data, nil
+			return rs, nil
 		}
 		lastErr = err
 		if !retryable(err) {
@@ -274,7 +288,7 @@ func (o *Object) get(ctx context.Context, start, end int64) ([]byte, error) {
 	return nil, err
 }
 
-func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]byte, error) {
+func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]*rbuf, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.s.cfg.RequestTimeout)
 	defer cancel()
 	o.s.stats.add(1, 0)
@@ -297,18 +311,27 @@ func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]b
 	if out.ContentLength != nil && *out.ContentLength != end-start {
 		return nil, fmt.Errorf("Content-Length %d for %s: %w", *out.ContentLength, rng, ErrShortBody)
 	}
-	data := make([]byte, end-start)
-	n, err := io.ReadFull(out.Body, data)
-	o.s.stats.add(0, int64(n))
-	if err != nil {
-		return nil, fmt.Errorf("body: %d of %d bytes: %v: %w", n, len(data), err, ErrShortBody)
+	rs := make([]*rbuf, 0, (end-start+slabSize-1)/slabSize)
+	got := int64(0)
+	for got < end-start {
+		r := o.s.bufs.get(int(min(end-start-got, slabSize)))
+		rs = append(rs, r)
+		n, err := io.ReadFull(out.Body, r.b)
+		got += int64(n)
+		if err != nil {
+			o.s.stats.add(0, got)
+			releaseAll(rs)
+			return nil, fmt.Errorf("body: %d of %d bytes: %v: %w", got, end-start, err, ErrShortBody)
+		}
 	}
+	o.s.stats.add(0, got)
 	// A body longer than asked is as wrong as a short one.
 	var one [1]byte
 	if m, _ := out.Body.Read(one[:]); m > 0 {
-		return nil, fmt.Errorf("body longer than %d bytes: %w", len(data), ErrShortBody)
+		releaseAll(rs)
+		return nil, fmt.Errorf("body longer than %d bytes: %w", end-start, ErrShortBody)
 	}
-	return data, nil
+	return rs, nil
 }
 
 // readAhead follows the reader: once a reader has read seqThreshold bytes
@@ -347,8 +370,8 @@ func (o *Object) readAhead(off, n int64) (seq bool) {
 	}
 	o.aheadTo = to
 	// What a sequential reader has read leaves the cache (the kernel's
-	// page cache keeps the plain bytes): the memory of those ranges then
-	// serves the next GETs, where fresh memory would cost a page fault
+	// page cache keeps the plain bytes): their slabs then go back to the
+	// pool for the next GETs, where fresh memory would cost a page fault
 	// per 4 KiB, the dearest part of receiving a body.
 	o.s.cache.dropBefore(o.cacheID, off-seqSlack)
 	if off+n >= o.growAt {
