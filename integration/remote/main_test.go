@@ -34,6 +34,7 @@ var (
 	skipReason string
 	setupErr   string
 	endpoint   string // http://127.0.0.1:port of the server
+	serverPid  int    // the server's process, whose CPU the benchmark counts
 	bucket     = "fixtures"
 )
 
@@ -120,6 +121,7 @@ func startServer(gw, data string) (func(), error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	serverPid = cmd.Process.Pid
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	stop := func() {
