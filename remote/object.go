@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
@@ -297,7 +298,7 @@ func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]*
 		Key:     aws.String(o.Key),
 		Range:   aws.String(rng),
 		IfMatch: aws.String(o.ETag),
-	})
+	}, unsignedPayload)
 	if err != nil {
 		return nil, o.s.describe(err, "GET")
 	}
@@ -332,6 +333,14 @@ func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]*
 		return nil, fmt.Errorf("body longer than %d bytes: %w", end-start, ErrShortBody)
 	}
 	return rs, nil
+}
+
+// unsignedPayload signs a GET with UNSIGNED-PAYLOAD in place of the hash
+// of its empty body, as S3 clients commonly do for requests without a
+// body: the body has nothing to protect, and the request's headers,
+// If-Match and Range among them, are signed all the same.
+func unsignedPayload(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 }
 
 // readAhead follows the reader: once a reader has read seqThreshold bytes
