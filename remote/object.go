@@ -37,8 +37,11 @@ type Object struct {
 	window  int64 // current read-ahead window
 	aheadTo int64 // read-ahead requested up to here
 	growAt  int64 // the window may grow again once the reader gets here
-	changed atomic.Bool
-	failed  atomic.Bool
+	// streaming is the hint of the layer above that a reader streams
+	// through the object (see Streaming); a jump clears it.
+	streaming atomic.Bool
+	changed   atomic.Bool
+	failed    atomic.Bool
 }
 
 // fetch is one GET under way.
@@ -102,6 +105,13 @@ func (o *Object) Changed() bool { return o.changed.Load() }
 
 // Name returns s3://bucket/key.
 func (o *Object) Name() string { return o.s.name(o.Key) }
+
+// Streaming tells the object that a reader streams through it: the layer
+// above saw it read in sequence. Read-ahead then starts with the next
+// read that continues the last one, instead of after seqThreshold bytes
+// read in sequence, which at the start of a stream are one GET per block,
+// in series. A read elsewhere (a jump) clears the hint.
+func (o *Object) Streaming() { o.streaming.Store(true) }
 
 // Forget drops the object's cached ranges.
 func (o *Object) Forget() { o.s.cache.drop(o.cacheID) }
@@ -362,8 +372,9 @@ func (o *Object) readAhead(off, n int64) (seq bool) {
 		o.lastEnd = max64(o.lastEnd, off+n)
 	} else {
 		o.streak, o.lastEnd, o.window, o.aheadTo, o.growAt = n, off+n, o.s.cfg.ReadAheadMin, 0, 0
+		o.streaming.Store(false)
 	}
-	if o.streak < seqThreshold {
+	if o.streak < seqThreshold && (o.streak == n || !o.streaming.Load()) {
 		o.ramu.Unlock()
 		return false
 	}
