@@ -163,6 +163,7 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) err
 				r := &rbuf{b: b}
 				r.refs.Store(1)
 				o.s.cache.put(o.cacheID, start, r)
+				r.release()
 				pos += put(b[pos-start:])
 				continue
 			}
