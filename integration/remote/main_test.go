@@ -110,7 +110,11 @@ func startServer(gw, data string) (func(), error) {
 	addr := l.Addr().String()
 	l.Close()
 	key, secret := randHex(10), randHex(20)
-	cmd := exec.Command(gw, "--port", addr, "posix", data)
+	// --keep-alive: versitygw closes the connection after every
+	// response unless told otherwise, so each GET paid a new TCP
+	// connection on both sides; S3 services keep connections open, and
+	// so does the client.
+	cmd := exec.Command(gw, "--keep-alive", "--port", addr, "posix", data)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+key, "ROOT_SECRET_KEY="+secret)
 	logf, err := os.Create(data + ".log")
 	if err != nil {
