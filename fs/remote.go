@@ -418,6 +418,9 @@ func (st *openState) readAt(p []byte, off int64, once bool) (int, error) {
 	}
 	p = p[:min(int64(len(p)), st.plain-off)]
 	if v, ok := st.view.(*all.View); ok && once {
+		// A sequential reader: the object's read-ahead need not wait
+		// until it has seen enough bytes in sequence itself.
+		st.obj.Streaming()
 		return v.ReadAtOnce(p, off) // the kernel keeps these pages
 	}
 	return st.view.ReadAt(p, off)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
@@ -36,8 +37,11 @@ type Object struct {
 	window  int64 // current read-ahead window
 	aheadTo int64 // read-ahead requested up to here
 	growAt  int64 // the window may grow again once the reader gets here
-	changed atomic.Bool
-	failed  atomic.Bool
+	// streaming is the hint of the layer above that a reader streams
+	// through the object (see Streaming); a jump clears it.
+	streaming atomic.Bool
+	changed   atomic.Bool
+	failed    atomic.Bool
 }
 
 // fetch is one GET under way.
@@ -102,6 +106,13 @@ func (o *Object) Changed() bool { return o.changed.Load() }
 // Name returns s3://bucket/key.
 func (o *Object) Name() string { return o.s.name(o.Key) }
 
+// Streaming tells the object that a reader streams through it: the layer
+// above saw it read in sequence. Read-ahead then starts with the next
+// read that continues the last one, instead of after seqThreshold bytes
+// read in sequence, which at the start of a stream are one GET per block,
+// in series. A read elsewhere (a jump) clears the hint.
+func (o *Object) Streaming() { o.streaming.Store(true) }
+
 // Forget drops the object's cached ranges.
 func (o *Object) Forget() { o.s.cache.drop(o.cacheID) }
 
@@ -142,13 +153,17 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) err
 		return m
 	}
 	for pos < end {
-		if b := o.s.cache.get(o.cacheID, pos); b != nil {
+		if b, r := o.s.cache.get(o.cacheID, pos); r != nil {
 			pos += put(b)
+			r.release()
 			continue
 		}
 		if o.s.disk != nil {
 			if start, b := o.s.disk.get(o.s.bucket+"\x00"+o.cacheID, pos); b != nil {
-				o.s.cache.put(o.cacheID, start, b)
+				r := &rbuf{b: b}
+				r.refs.Store(1)
+				o.s.cache.put(o.cacheID, start, r)
+				r.release()
 				pos += put(b[pos-start:])
 				continue
 			}
@@ -174,14 +189,20 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) err
 				fs, fe = 0, o.Size
 			}
 		}
-		start, data, err := o.fetchRange(ctx, pos, fs, fe)
+		start, rs, err := o.fetchRange(ctx, pos, fs, fe)
 		if err != nil {
 			return err
 		}
-		if data == nil {
+		if rs == nil {
 			continue // a GET under way covers pos
 		}
-		pos += put(data[pos-start:])
+		for _, r := range rs {
+			if n := int64(len(r.b)); pos < end && pos < start+n {
+				pos += put(r.b[pos-start:])
+			}
+			start += int64(len(r.b))
+		}
+		releaseAll(rs)
 	}
 	return nil
 }
@@ -206,9 +227,10 @@ func (o *Object) waitInflight(pos int64) *fetch {
 
 // fetchRange GETs [start, end) (which holds pos), trimmed so as not to
 // overlap GETs under way, stores it in the cache and returns where it
-// starts and its bytes. It returns nil bytes and no error when a GET
-// under way already covers pos.
-func (o *Object) fetchRange(ctx context.Context, pos, start, end int64) (int64, []byte, error) {
+// starts and its consecutive pieces, with references the caller
+// releases. It returns no pieces and no error when a GET under way
+// already covers pos.
+func (o *Object) fetchRange(ctx context.Context, pos, start, end int64) (int64, []*rbuf, error) {
 	o.fmu.Lock()
 	for _, x := range o.inflight {
 		switch {
@@ -225,13 +247,15 @@ func (o *Object) fetchRange(ctx context.Context, pos, start, end int64) (int64, 
 	o.inflight = append(o.inflight, f)
 	o.fmu.Unlock()
 
-	data, err := o.get(ctx, start, end)
+	rs, err := o.get(ctx, start, end)
 	f.err = err
-	if err == nil {
-		o.s.cache.put(o.cacheID, start, data)
+	at := start
+	for _, r := range rs {
+		o.s.cache.put(o.cacheID, at, r)
 		if o.s.disk != nil {
-			o.s.disk.put(o.s.bucket+"\x00"+o.cacheID, start, data)
+			o.s.disk.put(o.s.bucket+"\x00"+o.cacheID, at, r.b)
 		}
+		at += int64(len(r.b))
 	}
 	o.fmu.Lock()
 	for i, x := range o.inflight {
@@ -242,12 +266,14 @@ func (o *Object) fetchRange(ctx context.Context, pos, start, end int64) (int64, 
 	}
 	o.fmu.Unlock()
 	close(f.done)
-	return start, data, err
+	return start, rs, err
 }
 
 // get GETs [start, end) of this version, retrying failures that may pass
 // (a bounded number of times, with backoff), each try under a deadline.
-func (o *Object) get(ctx context.Context, start, end int64) ([]byte, error) {
+// The bytes come in consecutive pieces (see bufPool), each with one
+// reference for the caller.
+func (o *Object) get(ctx context.Context, start, end int64) ([]*rbuf, error) {
 	rng := fmt.Sprintf("bytes=%d-%d", start, end-1)
 	var lastErr error
 	for attempt := 1; attempt <= o.s.cfg.Attempts; attempt++ {
@@ -256,9 +282,9 @@ func (o *Object) get(ctx context.Context, start, end int64) ([]byte, error) {
 				return nil, err
 			}
 		}
-		data, err := o.getOnce(ctx, rng, start, end)
+		rs, err := o.getOnce(ctx, rng, start, end)
 		if err == nil {
-			return data, nil
+			return rs, nil
 		}
 		lastErr = err
 		if !retryable(err) {
@@ -274,7 +300,7 @@ func (o *Object) get(ctx context.Context, start, end int64) ([]byte, error) {
 	return nil, err
 }
 
-func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]byte, error) {
+func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]*rbuf, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.s.cfg.RequestTimeout)
 	defer cancel()
 	o.s.stats.add(1, 0)
@@ -283,7 +309,7 @@ func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]b
 		Key:     aws.String(o.Key),
 		Range:   aws.String(rng),
 		IfMatch: aws.String(o.ETag),
-	})
+	}, unsignedPayload)
 	if err != nil {
 		return nil, o.s.describe(err, "GET")
 	}
@@ -297,18 +323,35 @@ func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]b
 	if out.ContentLength != nil && *out.ContentLength != end-start {
 		return nil, fmt.Errorf("Content-Length %d for %s: %w", *out.ContentLength, rng, ErrShortBody)
 	}
-	data := make([]byte, end-start)
-	n, err := io.ReadFull(out.Body, data)
-	o.s.stats.add(0, int64(n))
-	if err != nil {
-		return nil, fmt.Errorf("body: %d of %d bytes: %v: %w", n, len(data), err, ErrShortBody)
+	rs := make([]*rbuf, 0, (end-start+slabSize-1)/slabSize)
+	got := int64(0)
+	for got < end-start {
+		r := o.s.bufs.get(int(min(end-start-got, slabSize)))
+		rs = append(rs, r)
+		n, err := io.ReadFull(out.Body, r.b)
+		got += int64(n)
+		if err != nil {
+			o.s.stats.add(0, got)
+			releaseAll(rs)
+			return nil, fmt.Errorf("body: %d of %d bytes: %v: %w", got, end-start, err, ErrShortBody)
+		}
 	}
+	o.s.stats.add(0, got)
 	// A body longer than asked is as wrong as a short one.
 	var one [1]byte
 	if m, _ := out.Body.Read(one[:]); m > 0 {
-		return nil, fmt.Errorf("body longer than %d bytes: %w", len(data), ErrShortBody)
+		releaseAll(rs)
+		return nil, fmt.Errorf("body longer than %d bytes: %w", end-start, ErrShortBody)
 	}
-	return data, nil
+	return rs, nil
+}
+
+// unsignedPayload signs a GET with UNSIGNED-PAYLOAD in place of the hash
+// of its empty body, as S3 clients commonly do for requests without a
+// body: the body has nothing to protect, and the request's headers,
+// If-Match and Range among them, are signed all the same.
+func unsignedPayload(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 }
 
 // readAhead follows the reader: once a reader has read seqThreshold bytes
@@ -330,8 +373,9 @@ func (o *Object) readAhead(off, n int64) (seq bool) {
 		o.lastEnd = max64(o.lastEnd, off+n)
 	} else {
 		o.streak, o.lastEnd, o.window, o.aheadTo, o.growAt = n, off+n, o.s.cfg.ReadAheadMin, 0, 0
+		o.streaming.Store(false)
 	}
-	if o.streak < seqThreshold {
+	if o.streak < seqThreshold && (o.streak == n || !o.streaming.Load()) {
 		o.ramu.Unlock()
 		return false
 	}
@@ -345,10 +389,18 @@ func (o *Object) readAhead(off, n int64) (seq bool) {
 		o.ramu.Unlock()
 		return true
 	}
+	if to < o.Size {
+		// Whole parts only: the reader has moved on by a block or two
+		// since the last part was due, and a GET of that remainder
+		// would cost a request (client, server, and on the way) for a
+		// few KiB; it goes with the next part instead. This halved the
+		// GETs of a sequential read.
+		to = from + (to-from)/part*part
+	}
 	o.aheadTo = to
 	// What a sequential reader has read leaves the cache (the kernel's
-	// page cache keeps the plain bytes): the memory of those ranges then
-	// serves the next GETs, where fresh memory would cost a page fault
+	// page cache keeps the plain bytes): their slabs then go back to the
+	// pool for the next GETs, where fresh memory would cost a page fault
 	// per 4 KiB, the dearest part of receiving a body.
 	o.s.cache.dropBefore(o.cacheID, off-seqSlack)
 	if off+n >= o.growAt {

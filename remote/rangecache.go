@@ -7,8 +7,11 @@ import (
 )
 
 // rangeCache keeps fetched byte ranges of objects in memory, bounded in
-// bytes, evicting the least recently used range. Ranges are immutable
-// once stored, so readers copy from them without holding the lock.
+// bytes (the capacity of their buffers), evicting the least recently
+// used range. Ranges are immutable once stored, so readers copy from them
+// without holding the lock: get hands out a reference to the buffer,
+// which the reader releases when done, and a range that leaves the cache
+// releases the cache's own; the buffer is reused at zero.
 type rangeCache struct {
 	mu    sync.Mutex
 	max   int64
@@ -21,11 +24,11 @@ type rangeCache struct {
 type extent struct {
 	obj   string
 	start int64
-	data  []byte
+	buf   *rbuf
 	elem  *list.Element
 }
 
-func (e *extent) end() int64 { return e.start + int64(len(e.data)) }
+func (e *extent) end() int64 { return e.start + int64(len(e.buf.b)) }
 
 func newRangeCache(max int64) *rangeCache {
 	return &rangeCache{max: max, lru: list.New(), byObj: map[string][]*extent{}}
@@ -36,8 +39,9 @@ func newRangeCache(max int64) *rangeCache {
 const maxOverlapScan = 8
 
 // get returns the cached bytes of obj from off to the end of the range
-// holding off, or nil.
-func (c *rangeCache) get(obj string, off int64) []byte {
+// holding off, and a reference to their buffer, which the caller must
+// release once it has copied them; or nil and nil.
+func (c *rangeCache) get(obj string, off int64) ([]byte, *rbuf) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	exts := c.byObj[obj]
@@ -45,10 +49,11 @@ func (c *rangeCache) get(obj string, off int64) []byte {
 	for j := i - 1; j >= 0 && j >= i-maxOverlapScan; j-- {
 		if e := exts[j]; e.end() > off {
 			c.lru.MoveToFront(e.elem)
-			return e.data[off-e.start:]
+			e.buf.retain()
+			return e.buf.b[off-e.start:], e.buf
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // next returns the start of the first cached range of obj that starts
@@ -61,21 +66,23 @@ func (c *rangeCache) next(obj string, off, end, gap int64) int64 {
 	i := sort.Search(len(exts), func(i int) bool { return exts[i].start > off })
 	for ; i < len(exts); i++ {
 		e := exts[i]
-		if e.start >= end || int64(len(e.data)) >= gap || e.end() >= end {
+		if e.start >= end || int64(len(e.buf.b)) >= gap || e.end() >= end {
 			return e.start
 		}
 	}
 	return -1
 }
 
-// put stores data as the range of obj starting at start.
-func (c *rangeCache) put(obj string, start int64, data []byte) {
-	if int64(len(data)) > c.max || len(data) == 0 {
+// put stores the bytes of r as the range of obj starting at start; the
+// cache takes a reference of its own.
+func (c *rangeCache) put(obj string, start int64, r *rbuf) {
+	if int64(cap(r.b)) > c.max || len(r.b) == 0 {
 		return
 	}
+	r.retain()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := &extent{obj: obj, start: start, data: data}
+	e := &extent{obj: obj, start: start, buf: r}
 	exts := c.byObj[obj]
 	i := sort.Search(len(exts), func(i int) bool { return exts[i].start > start })
 	exts = append(exts, nil)
@@ -83,7 +90,7 @@ func (c *rangeCache) put(obj string, start int64, data []byte) {
 	exts[i] = e
 	c.byObj[obj] = exts
 	e.elem = c.lru.PushFront(e)
-	c.used += int64(len(data))
+	c.used += int64(cap(r.b))
 	for c.used > c.max {
 		c.removeLocked(c.lru.Back().Value.(*extent))
 	}
@@ -91,7 +98,8 @@ func (c *rangeCache) put(obj string, start int64, data []byte) {
 
 func (c *rangeCache) removeLocked(e *extent) {
 	c.lru.Remove(e.elem)
-	c.used -= int64(len(e.data))
+	c.used -= int64(cap(e.buf.b))
+	e.buf.release()
 	exts := c.byObj[e.obj]
 	for i, x := range exts {
 		if x == e {

@@ -79,6 +79,7 @@ type Store struct {
 	bucket string
 	cfg    Config
 	cache  *rangeCache
+	bufs   *bufPool      // the buffers of ranges that left the cache
 	disk   *diskCache    // nil without Config.CacheDir
 	ahead  chan struct{} // bounds the read-ahead GETs in flight
 
@@ -192,6 +193,7 @@ func New(ctx context.Context, bucket string, cfg Config) (*Store, error) {
 		bucket: bucket,
 		cfg:    cfg,
 		cache:  newRangeCache(cfg.CacheSize),
+		bufs:   newBufPool(min(cfg.CacheSize/4, 32<<20)),
 		ahead:  make(chan struct{}, 8),
 		lists:  map[string]*listEntry{},
 	}

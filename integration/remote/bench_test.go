@@ -62,6 +62,44 @@ func timed(b *testing.B, name string, args ...string) time.Duration {
 	return time.Since(start)
 }
 
+// procCPU returns the CPU time a running process has used so far.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// selfCPU returns the CPU time of this process: the counting proxy's,
+// while a mount reads through it (dd is a child, not counted).
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuRun is the CPU time, in seconds per GiB read, of the mount's
+// daemon, the server and the counting proxy during one timed read.
+type cpuRun struct{ daemon, server, proxy float64 }
+
+// timedCPU runs dd of path through mount m and returns its time and the
+// CPU each process spent on it, per GiB of size.
+func timedCPU(b *testing.B, m *benchM, path string, size int64) (time.Duration, cpuRun) {
+	d0, s0, p0 := procCPU(m.cmd.Process.Pid), procCPU(serverPid), selfCPU()
+	t := timed(b, "dd", "if="+path, "of=/dev/null", "bs=1M", "status=none")
+	d1, s1, p1 := procCPU(m.cmd.Process.Pid), procCPU(serverPid), selfCPU()
+	per := func(d time.Duration) float64 { return d.Seconds() / (float64(size) / (1 << 30)) }
+	return t, cpuRun{daemon: per(d1 - d0), server: per(s1 - s0), proxy: per(p1 - p0)}
+}
+
 // daemonHWM returns the peak RSS of the process serving a mount, in MiB.
 func daemonHWM(pid int) float64 {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -82,8 +120,10 @@ func daemonHWM(pid int) float64 {
 // installs it), bytes and requests per byte read, cold 4 KiB random reads
 // against one bare 4 KiB GET (through the same counting proxy as the
 // mount, and direct), unpack s3:// against unpack of the local file, and
-// the daemon's peak RSS streaming a file many times its caches. Speed is
-// reported, never asserted.
+// the daemon's peak RSS streaming a file many times its caches. With the
+// sequential reads it reports the CPU seconds per GiB of the daemon, the
+// server and the proxy, which other work on the machine changes less
+// than the times. Speed is reported, never asserted.
 func BenchmarkRemote(b *testing.B) {
 	if skipReason != "" {
 		b.Skip(skipReason)
@@ -136,13 +176,20 @@ func BenchmarkRemote(b *testing.B) {
 		for _, c := range []string{"lz4", "zstd"} {
 			// Local mount.
 			lm := benchMount(b, src)
-			local := timed(b, "dd", "if="+filepath.Join(lm.dir, c), "of=/dev/null", "bs=1M", "status=none")
+			local, lcpu := timedCPU(b, lm, filepath.Join(lm.dir, c), size)
 			lm.stop(b)
 			// Remote mount, through the counting proxy.
 			req0, byt0 := counter.Requests.Load(), counter.Bytes.Load()
 			rm := benchMount(b, "s3://bench", "--endpoint", counter.URL)
-			remote := timed(b, "dd", "if="+filepath.Join(rm.dir, c), "of=/dev/null", "bs=1M", "status=none")
+			remote, rcpu := timedCPU(b, rm, filepath.Join(rm.dir, c), size)
 			rm.stop(b)
+			// CPU seconds per GiB, which the load of other work on the
+			// machine changes less than the times: the local daemon's,
+			// and the remote daemon's, the server's and the proxy's.
+			res[c+"-local-daemon-CPU-s/GiB"] = lcpu.daemon
+			res[c+"-remote-daemon-CPU-s/GiB"] = rcpu.daemon
+			res[c+"-remote-server-CPU-s/GiB"] = rcpu.server
+			res[c+"-remote-proxy-CPU-s/GiB"] = rcpu.proxy
 			st, _ := os.Stat(filepath.Join(src, c+".b2frame"))
 			res[c+"-local-GB/s"] = float64(size) / local.Seconds() / 1e9
 			res[c+"-remote-GB/s"] = float64(size) / remote.Seconds() / 1e9
@@ -153,9 +200,11 @@ func BenchmarkRemote(b *testing.B) {
 			// The same, straight to the server: the proxy's copies take
 			// CPU from the two cores the mount and the server share.
 			dm := benchMount(b, "s3://bench")
-			direct := timed(b, "dd", "if="+filepath.Join(dm.dir, c), "of=/dev/null", "bs=1M", "status=none")
+			direct, dcpu := timedCPU(b, dm, filepath.Join(dm.dir, c), size)
 			dm.stop(b)
 			res[c+"-remote-direct/local"] = local.Seconds() / direct.Seconds()
+			res[c+"-remote-direct-daemon-CPU-s/GiB"] = dcpu.daemon
+			res[c+"-remote-direct-server-CPU-s/GiB"] = dcpu.server
 			// unpack s3:// against unpack of the local file.
 			ul := timed(b, bin, "unpack", "-f", filepath.Join(src, c+".b2frame"), "/dev/null")
 			ur := timed(b, bin, "unpack", "-f", "s3://bench/"+c+".b2frame", "/dev/null")

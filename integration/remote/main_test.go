@@ -34,6 +34,7 @@ var (
 	skipReason string
 	setupErr   string
 	endpoint   string // http://127.0.0.1:port of the server
+	serverPid  int    // the server's process, whose CPU the benchmark counts
 	bucket     = "fixtures"
 )
 
@@ -109,7 +110,11 @@ func startServer(gw, data string) (func(), error) {
 	addr := l.Addr().String()
 	l.Close()
 	key, secret := randHex(10), randHex(20)
-	cmd := exec.Command(gw, "--port", addr, "posix", data)
+	// --keep-alive: versitygw closes the connection after every
+	// response unless told otherwise, so each GET paid a new TCP
+	// connection on both sides; S3 services keep connections open, and
+	// so does the client.
+	cmd := exec.Command(gw, "--keep-alive", "--port", addr, "posix", data)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+key, "ROOT_SECRET_KEY="+secret)
 	logf, err := os.Create(data + ".log")
 	if err != nil {
@@ -120,6 +125,7 @@ func startServer(gw, data string) (func(), error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	serverPid = cmd.Process.Pid
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	stop := func() {

@@ -50,6 +50,12 @@ func NewFaults(target string, rate float64, seed uint64) *Faults {
 	f.Delay.Store(int64(50 * time.Millisecond))
 	f.proxy.ErrorLog = nil
 	f.proxy.BufferPool = bufPool{}
+	// Keep as many connections to the target open as the client keeps
+	// to the proxy (http.DefaultTransport keeps 2 per host): with more
+	// GETs in flight, the others paid a new connection each.
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 64, 64
+	f.proxy.Transport = t
 	f.Rate.Store(rate)
 	f.srv = httptest.NewServer(f)
 	f.URL = f.srv.URL
@@ -67,7 +73,10 @@ func (bufPool) Get() []byte  { return *copyBufs.Get().(*[]byte) }
 func (bufPool) Put(b []byte) { copyBufs.Put(&b) }
 
 // Close stops the proxy.
-func (f *Faults) Close() { f.srv.Close() }
+func (f *Faults) Close() {
+	f.srv.Close()
+	f.proxy.Transport.(*http.Transport).CloseIdleConnections()
+}
 
 func (f *Faults) count(kind string) {
 	v, _ := f.Injected.LoadOrStore(kind, new(atomic.Int64))
