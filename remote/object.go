@@ -137,6 +137,28 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 	return int(want), nil
 }
 
+// ReadInPlace lends fn the n bytes at off where they lie in the range
+// cache, sparing the copy ReadAt makes (blosc.InPlaceReader: a block
+// decodes straight from the fetched bytes). It does so only when one
+// cached range holds all of them, and keeps that range's memory pinned
+// while fn runs; otherwise ok is false, and the caller uses ReadAt, which
+// fetches what is missing.
+func (o *Object) ReadInPlace(off, n int64, fn func([]byte) error) (ok bool, err error) {
+	if off < 0 || n <= 0 || off+n > o.Size || o.opening.Load() {
+		return false, nil
+	}
+	b, r := o.s.cache.get(o.cacheID, off)
+	if r == nil {
+		return false, nil
+	}
+	defer r.release()
+	if int64(len(b)) < n {
+		return false, nil
+	}
+	o.readAhead(off, n) // as ReadAt does: a stream's read-ahead goes on
+	return true, fn(b[:n:n])
+}
+
 // read fills p from off, from the cache, from GETs under way, or with new
 // GETs of the missing ranges. A nil p fetches [off, off+n) into the cache
 // (read-ahead) without copying. A sequential reader (seq) that must fetch

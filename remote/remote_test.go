@@ -514,3 +514,46 @@ func TestList100k(t *testing.T) {
 		t.Errorf("%d requests, want 100 pages", req)
 	}
 }
+
+// TestReadInPlace: bytes already in the range cache are lent where they
+// lie; bytes that are not, or that span two ranges, are not, and ReadAt
+// serves them.
+func TestReadInPlace(t *testing.T) {
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	srv.Put("k", data)
+	s := newStore(t, srv.URL, "bkt", remote.Config{ReadAheadMax: -1})
+	o, err := s.Open(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Opened()
+	var _ blosc.InPlaceReader = o
+	lend := func(off, n int64) (bool, []byte, error) {
+		var got []byte
+		ok, err := o.ReadInPlace(off, n, func(b []byte) error { got = bytes.Clone(b); return nil })
+		return ok, got, err
+	}
+	if ok, _, _ := lend(1<<20, 4096); ok {
+		t.Fatal("lent bytes that were never fetched")
+	}
+	buf := make([]byte, 256<<10)
+	if _, err := o.ReadAt(buf, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	requests, _ := srv.Counts()
+	ok, got, err := lend(1<<20+1000, 100<<10)
+	if !ok || err != nil || !bytes.Equal(got, data[1<<20+1000:1<<20+1000+100<<10]) {
+		t.Fatalf("lending fetched bytes: %v, %v, equal %v", ok, err, bytes.Equal(got, data[1<<20+1000:1<<20+1000+100<<10]))
+	}
+	if now, _ := srv.Counts(); now != requests {
+		t.Error("lending cached bytes sent a request")
+	}
+	if ok, _, _ := lend(int64(len(data))-10, 11); ok {
+		t.Error("lent bytes past the end")
+	}
+}
