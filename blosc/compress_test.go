@@ -9,6 +9,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -229,5 +231,50 @@ func TestCompressReaderAt(t *testing.T) {
 	}
 	if a := after.TotalAlloc - before.TotalAlloc; a > 64<<20 {
 		t.Fatalf("compressing 2 GiB of zeros from a reader allocated %d MiB", a>>20)
+	}
+}
+
+// TestNoOpShuffleDropped: a byte shuffle of typesize 1 changes nothing
+// and is not recorded, as c-blosc2 does not record it (its readers undo a
+// recorded one slowly); a bit shuffle of typesize 1 is kept.
+func TestNoOpShuffleDropped(t *testing.T) {
+	src := []byte(strings.Repeat("time,value\n2026-11-24T03:00:00,1.25\n", 3000))
+	for _, tc := range []struct {
+		name   string
+		filter uint8
+		meta   uint8
+		ts     int
+		blosc1 bool
+		kept   bool
+	}{
+		{"shuffle ts1", FilterShuffle, 0, 1, false, false},
+		{"shuffle ts1 blosc1", FilterShuffle, 0, 1, true, false},
+		{"shuffle meta 1", FilterShuffle, 1, 8, false, false},
+		{"shuffle ts8", FilterShuffle, 0, 8, false, true},
+		{"bitshuffle ts1", FilterBitShuffle, 0, 1, false, true},
+	} {
+		p := Params{Codec: CodecLZ4, Clevel: 5, Typesize: tc.ts, Blosc1: tc.blosc1}
+		p.Filters[5], p.FiltersMeta[5] = tc.filter, tc.meta
+		c, err := Compress(nil, src, p)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		h, err := ParseHeader(c)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		kept := false
+		if tc.blosc1 {
+			kept = h.Flags&flagShuffle != 0
+		} else {
+			kept = slices.Contains(h.Filters[:], tc.filter)
+		}
+		if kept != tc.kept {
+			t.Errorf("%s: filter recorded %v, want %v (filters %v, flags %#x)", tc.name, kept, tc.kept, h.Filters, h.Flags)
+		}
+		got, err := Decompress(c)
+		if err != nil || !bytes.Equal(got, src) {
+			t.Errorf("%s: round trip: %v", tc.name, err)
+		}
 	}
 }
