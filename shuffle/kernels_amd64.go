@@ -103,3 +103,8 @@ func bitTransAVX2(dst, src *byte, stride, blocks int)
 //
 //go:noescape
 func bitUntransAVX2(dst, src *byte, stride, blocks int)
+
+// unshuffle8GatherAVX2 is unshuffle8 with each stream at its own address, streams[j] holding byte j of each element.
+//
+//go:noescape
+func unshuffle8GatherAVX2(dst *byte, streams *[8]*byte, blocks int)

@@ -32,6 +32,10 @@
 // upper lane with VINSERTI128 (no shuffle needed on the stream side);
 // element-side results are recombined with VPERM2I128 into 32-byte stores,
 // issued in address order.
+//
+// unshuffle8GatherAVX2 is unshuffle8AVX2 with each of the 8 streams at its
+// own address (an array of 8 pointers, each advanced by 32 bytes per
+// iteration): UnshuffleStreams reads stored streams where they lie.
 
 #include "textflag.h"
 
@@ -1085,6 +1089,87 @@ loop:
 	VMOVDQU Y1, 192(DI)
 	VMOVDQU Y3, 224(DI)
 	ADDQ $32, SI
+	ADDQ $256, DI
+	DECQ AX
+	JNZ loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func unshuffle8GatherAVX2(dst *byte, streams *[8]*byte, blocks int)
+TEXT ·unshuffle8GatherAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ streams+8(FP), R12
+	MOVQ blocks+16(FP), AX
+	TESTQ AX, AX
+	JZ done
+	MOVQ 0(R12), SI
+	MOVQ 8(R12), BX
+	MOVQ 16(R12), CX
+	MOVQ 24(R12), DX
+	MOVQ 32(R12), R8
+	MOVQ 40(R12), R9
+	MOVQ 48(R12), R10
+	MOVQ 56(R12), R11
+
+loop:
+	VMOVDQU (SI), Y0
+	VMOVDQU (BX), Y1
+	VMOVDQU (CX), Y2
+	VMOVDQU (DX), Y3
+	VMOVDQU (R8), Y4
+	VMOVDQU (R9), Y5
+	VMOVDQU (R10), Y6
+	VMOVDQU (R11), Y7
+	VPUNPCKLBW Y1, Y0, Y8
+	VPUNPCKHBW Y1, Y0, Y0
+	VPUNPCKLBW Y3, Y2, Y1
+	VPUNPCKHBW Y3, Y2, Y2
+	VPUNPCKLBW Y5, Y4, Y3
+	VPUNPCKHBW Y5, Y4, Y4
+	VPUNPCKLBW Y7, Y6, Y5
+	VPUNPCKHBW Y7, Y6, Y6
+	VPUNPCKLWD Y1, Y8, Y7
+	VPUNPCKHWD Y1, Y8, Y8
+	VPUNPCKLWD Y5, Y3, Y1
+	VPUNPCKHWD Y5, Y3, Y3
+	VPUNPCKLWD Y2, Y0, Y5
+	VPUNPCKHWD Y2, Y0, Y0
+	VPUNPCKLWD Y6, Y4, Y2
+	VPUNPCKHWD Y6, Y4, Y4
+	VPUNPCKLDQ Y1, Y7, Y6
+	VPUNPCKHDQ Y1, Y7, Y7
+	VPUNPCKLDQ Y2, Y5, Y1
+	VPUNPCKHDQ Y2, Y5, Y5
+	VPUNPCKLDQ Y3, Y8, Y2
+	VPUNPCKHDQ Y3, Y8, Y8
+	VPUNPCKLDQ Y4, Y0, Y3
+	VPUNPCKHDQ Y4, Y0, Y0
+	VPERM2I128 $0x20, Y7, Y6, Y4
+	VPERM2I128 $0x31, Y7, Y6, Y6
+	VPERM2I128 $0x20, Y8, Y2, Y7
+	VPERM2I128 $0x31, Y8, Y2, Y2
+	VPERM2I128 $0x20, Y5, Y1, Y8
+	VPERM2I128 $0x31, Y5, Y1, Y1
+	VPERM2I128 $0x20, Y0, Y3, Y5
+	VPERM2I128 $0x31, Y0, Y3, Y3
+	VMOVDQU Y4, 0(DI)
+	VMOVDQU Y7, 32(DI)
+	VMOVDQU Y8, 64(DI)
+	VMOVDQU Y5, 96(DI)
+	VMOVDQU Y6, 128(DI)
+	VMOVDQU Y2, 160(DI)
+	VMOVDQU Y1, 192(DI)
+	VMOVDQU Y3, 224(DI)
+	ADDQ $32, SI
+	ADDQ $32, BX
+	ADDQ $32, CX
+	ADDQ $32, DX
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $32, R11
 	ADDQ $256, DI
 	DECQ AX
 	JNZ loop

@@ -2,12 +2,6 @@
 
 package shuffle
 
-// unshuffle8GatherAVX2 is unshuffle8AVX2 with each stream at its own
-// address (gather_avx2_amd64.s).
-//
-//go:noescape
-func unshuffle8GatherAVX2(dst *byte, streams *[8]*byte, blocks int)
-
 func canUnshuffleStreams(t int) bool { return t == 8 && useAVX2 }
 
 // unshuffleStreams runs the kernel over the whole groups of 32 elements
