@@ -88,30 +88,13 @@ func TestUnknown(t *testing.T) {
 func BenchmarkUnpackVsDecode(b *testing.B) {
 	const size, cs = 256 << 20, 4 << 20
 	path := filepath.Join(b.TempDir(), "f.b2frame")
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Split: blosc.SplitAuto}
-	p.Filters[5] = blosc.FilterShuffle
-	w, err := frame.NewWriter(f, frame.Params{Chunk: p, ChunkSize: cs})
-	if err != nil {
-		b.Fatal(err)
-	}
-	chunk := make([]byte, cs)
-	for i := 0; i < size/cs; i++ {
-		for k := 0; k < cs; k += 8 {
-			x := float64(i*cs/8 + k/8)
-			binary.LittleEndian.PutUint64(chunk[k:], math.Float64bits(math.Round(math.Sin(x*0.0007)*800*1024)/1024))
-		}
-		if err := w.AddChunk(chunk); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		b.Fatal(err)
-	}
-	f.Close()
+	writeFrame(b, path, blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Split: blosc.SplitAuto}, cs, size/cs,
+		func(i int, chunk []byte) {
+			for k := 0; k < cs; k += 8 {
+				x := float64(i*cs/8 + k/8)
+				binary.LittleEndian.PutUint64(chunk[k:], math.Float64bits(math.Round(math.Sin(x*0.0007)*800*1024)/1024))
+			}
+		})
 	v, err := OpenView(path, pack.NoCache{})
 	if err != nil {
 		b.Fatal(err)

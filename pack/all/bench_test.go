@@ -19,39 +19,48 @@ import (
 // benchStreamSize is the plain size of the frames BenchmarkWriteTo reads.
 const benchStreamSize = 128 << 20
 
+// writeFrame writes a frame of n chunks of cs bytes to path, with p's
+// chunk parameters and byte shuffle; fill writes chunk i's plain bytes.
+func writeFrame(tb testing.TB, path string, p blosc.Params, cs, n int, fill func(i int, chunk []byte)) {
+	tb.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	p.Filters[5] = blosc.FilterShuffle
+	w, err := frame.NewWriter(f, frame.Params{Chunk: p, ChunkSize: cs})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	chunk := make([]byte, cs)
+	for i := range n {
+		fill(i, chunk)
+		if err := w.AddChunk(chunk); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // writeRandomWalk writes a frame of a float64 random walk (the running
 // sum of normal steps, as np.cumsum(np.random.normal(size=n)) gives) in
 // 1 MiB chunks of 512 KiB blocks with byte shuffle, as `bloscfs pack
 // --codec CODEC` writes it, and returns its path.
 func writeRandomWalk(b *testing.B, dir string, codec int) string {
 	path := filepath.Join(dir, blosc.CodecName(codec)+".b2frame")
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	p := blosc.Params{Codec: codec, Clevel: 5, Typesize: 8, Blocksize: 512 << 10, Split: blosc.SplitAuto}
-	p.Filters[5] = blosc.FilterShuffle
-	const cs = 1 << 20
-	w, err := frame.NewWriter(f, frame.Params{Chunk: p, ChunkSize: cs})
-	if err != nil {
-		b.Fatal(err)
-	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	chunk := make([]byte, cs)
 	x := 0.0
-	for i := 0; i < benchStreamSize/cs; i++ {
-		for k := 0; k < cs; k += 8 {
-			x += rng.NormFloat64()
-			binary.LittleEndian.PutUint64(chunk[k:], math.Float64bits(x))
-		}
-		if err := w.AddChunk(chunk); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		b.Fatal(err)
-	}
+	const cs = 1 << 20
+	writeFrame(b, path, blosc.Params{Codec: codec, Clevel: 5, Typesize: 8, Blocksize: 512 << 10, Split: blosc.SplitAuto},
+		cs, benchStreamSize/cs, func(_ int, chunk []byte) {
+			for k := 0; k < cs; k += 8 {
+				x += rng.NormFloat64()
+				binary.LittleEndian.PutUint64(chunk[k:], math.Float64bits(x))
+			}
+		})
 	return path
 }
 

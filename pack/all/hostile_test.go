@@ -216,30 +216,13 @@ func TestShrunkUnderView(t *testing.T) {
 	}{{"lz4", 5}, {"stored", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), tc.name+".b2frame")
-			f, err := os.Create(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: tc.clevel, Typesize: 8, Blocksize: 256 << 10, Split: blosc.SplitAuto}
-			p.Filters[5] = blosc.FilterShuffle
-			w, err := frame.NewWriter(f, frame.Params{Chunk: p, ChunkSize: 1 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
 			rng := rand.New(rand.NewPCG(3, 4))
-			chunk := make([]byte, 1<<20)
-			for range 8 {
-				for k := range chunk {
-					chunk[k] = byte(rng.Uint32() >> 28)
-				}
-				if err := w.AddChunk(chunk); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
+			writeFrame(t, path, blosc.Params{Codec: blosc.CodecLZ4, Clevel: tc.clevel, Typesize: 8, Blocksize: 256 << 10, Split: blosc.SplitAuto},
+				1<<20, 8, func(_ int, chunk []byte) {
+					for k := range chunk {
+						chunk[k] = byte(rng.Uint32() >> 28)
+					}
+				})
 			v, err := OpenView(path, pack.NoCache{})
 			if err != nil {
 				t.Fatal(err)
