@@ -66,16 +66,18 @@ var mapped atomic.Int64 // files mapped now, in the whole process
 
 // File is an io.ReaderAt and io.Closer over an open file of fixed size,
 // reading through a memory mapping where it can and with pread where it
-// cannot. It is safe for concurrent use.
+// cannot. It is safe for concurrent use, and its readers share no lock:
+// they count themselves with an atomic add, and only mapping, unmapping
+// and Close take the mutex.
 type File struct {
 	f    *os.File
 	size int64
 
-	mu     sync.Mutex
-	data   []byte // the mapping; nil before the first in-place read, after failure and after unmapping
-	users  int    // readers of data now
-	closed bool
-	failed bool // mapping refused: pread only
+	mu     sync.Mutex             // held to map, unmap and close
+	data   atomic.Pointer[[]byte] // the mapping; nil before the first in-place read, after failure and after unmapping
+	users  atomic.Int64           // readers that may be using data
+	closed atomic.Bool
+	failed bool // mapping refused: pread only (under mu)
 
 	sinceTrim atomic.Int64 // bytes read in place since the last trim
 }
@@ -91,47 +93,67 @@ func (m *File) Name() string { return m.f.Name() }
 
 // acquire returns the mapping, mapping the file first if need be, and
 // counts a reader; ok is false when the file cannot be read in place (then
-// nothing is counted).
+// nothing is counted). A reader counts itself before it looks at closed,
+// and Close sets closed before it looks at the count: so either Close
+// sees the reader and leaves the mapping to the last release, or the
+// reader sees closed and does not touch the mapping.
 func (m *File) acquire() ([]byte, bool) {
+	m.users.Add(1)
+	if !m.closed.Load() {
+		if d := m.data.Load(); d != nil {
+			return *d, true
+		}
+		if d, ok := m.mapFile(); ok {
+			return d, true
+		}
+	}
+	m.release()
+	return nil, false
+}
+
+// mapFile maps the file, once.
+func (m *File) mapFile() ([]byte, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || m.failed {
+	if m.closed.Load() || m.failed {
 		return nil, false
 	}
-	if m.data == nil {
-		if m.size <= 0 || m.size > maxSize || mapped.Add(1) > maxMapped {
-			if m.size > 0 && m.size <= maxSize {
-				mapped.Add(-1)
-			}
-			return nil, false // not failed: a slot may free up
-		}
-		data, err := unix.Mmap(int(m.f.Fd()), 0, int(m.size), unix.PROT_READ, unix.MAP_SHARED)
-		if err != nil {
-			mapped.Add(-1)
-			m.failed = true
-			return nil, false
-		}
-		m.data = data
+	if d := m.data.Load(); d != nil {
+		return *d, true
 	}
-	m.users++
-	return m.data, true
+	if m.size <= 0 || m.size > maxSize {
+		m.failed = true
+		return nil, false
+	}
+	if mapped.Add(1) > maxMapped {
+		mapped.Add(-1)
+		return nil, false // not failed: a slot may free up
+	}
+	data, err := unix.Mmap(int(m.f.Fd()), 0, int(m.size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		mapped.Add(-1)
+		m.failed = true
+		return nil, false
+	}
+	m.data.Store(&data)
+	return data, true
 }
 
 // release ends a reader's use of the mapping; the last reader of a closed
 // File unmaps it.
 func (m *File) release() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.users--
-	if m.closed && m.users == 0 {
-		m.unmapLocked()
+	if m.users.Add(-1) == 0 && m.closed.Load() {
+		m.mu.Lock()
+		if m.users.Load() == 0 {
+			m.unmapLocked()
+		}
+		m.mu.Unlock()
 	}
 }
 
 func (m *File) unmapLocked() {
-	if m.data != nil {
-		unix.Munmap(m.data)
-		m.data = nil
+	if d := m.data.Swap(nil); d != nil {
+		unix.Munmap(*d)
 		mapped.Add(-1)
 	}
 }
@@ -208,11 +230,10 @@ func (m *File) ReadAt(p []byte, off int64) (int, error) {
 func (m *File) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
+	if m.closed.Swap(true) {
 		return nil
 	}
-	m.closed = true
-	if m.users == 0 {
+	if m.users.Load() == 0 {
 		m.unmapLocked()
 	}
 	return m.f.Close()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // writeRandom writes n random bytes to a new file and returns them and
@@ -157,9 +158,7 @@ func TestCloseWhileReading(t *testing.T) {
 	m.Close()
 	close(closed)
 	wg.Wait()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.data != nil {
+	if m.data.Load() != nil {
 		t.Error("still mapped after the last reader")
 	}
 }
@@ -182,7 +181,7 @@ func TestBound(t *testing.T) {
 	}
 	mappedNow := 0
 	for _, m := range files {
-		if m.data != nil {
+		if m.data.Load() != nil {
 			mappedNow++
 		}
 	}
@@ -234,5 +233,53 @@ func TestResidentBounded(t *testing.T) {
 	t.Logf("resident file pages grew by at most %d MiB streaming %d MiB", peak>>20, size>>20)
 	if bound := int64(min(2*trimEvery, size/2)); peak > bound {
 		t.Errorf("resident file pages grew by %d MiB streaming %d MiB, want at most %d", peak>>20, size>>20, bound>>20)
+	}
+}
+
+// TestConcurrentClose closes the file while readers on every core lend
+// its bytes in a loop: each lent range is whole and right, none is lent
+// after Close has returned and its readers have finished, and the mapping
+// goes once the last of them is done.
+func TestConcurrentClose(t *testing.T) {
+	const size = 4 << 20
+	data, f := writeRandom(t, size)
+	before := mapped.Load()
+	m := New(f, size)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := 0; ; i++ {
+				off := int64((g*7919 + i*104729) % (size - 65536))
+				ok, err := m.ReadInPlace(off, 65536, func(b []byte) error {
+					if !bytes.Equal(b, data[off:off+65536]) {
+						return errors.New("wrong bytes")
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !ok {
+					return // closed
+				}
+			}
+		}()
+	}
+	close(start)
+	time.Sleep(20 * time.Millisecond)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if m.data.Load() != nil || m.users.Load() != 0 {
+		t.Errorf("after Close and the last reader: mapped %v, %d readers", m.data.Load() != nil, m.users.Load())
+	}
+	if got := mapped.Load(); got != before {
+		t.Errorf("%d files mapped, want %d", got, before)
 	}
 }
