@@ -59,8 +59,9 @@ const trimEvery = 16 << 20
 const maxSize = 1 << 44
 
 // ErrFault is wrapped by the error of a read that faulted on the mapping:
-// the file shrank while it was being read.
-var ErrFault = errors.New("the file shrank while it was read (fault on its memory mapping)")
+// the file shrank while it was being read, or its storage failed to read
+// a page (which pread would have reported as EIO).
+var ErrFault = errors.New("fault reading the file's memory mapping (the file shrank, or its storage failed)")
 
 var mapped atomic.Int64 // files mapped now, in the whole process
 
