@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/internal/hostile"
+	"golang.org/x/sys/unix"
 )
 
 // callTimeout only guards against a hang of one call; nothing is timed.
@@ -168,4 +170,72 @@ func TestHostileMount(t *testing.T) {
 // ctxTimedOut reports whether a program was killed at its timeout.
 func ctxTimedOut(r result) bool {
 	return r.Err != nil && strings.Contains(r.Err.Error(), "timed out")
+}
+
+// TestSourceShrinksUnderMount truncates a container in the source
+// directory while a reader has it open through the mount. Blocks decode
+// from the file's memory mapping, where the lost pages raise SIGBUS and
+// the rest of the page holding the new end reads as zeros: the read gets
+// EIO and one log line naming the file, never zeros (which it got before
+// the mapping checked the size after each read), and the daemon keeps
+// serving.
+func TestSourceShrinksUnderMount(t *testing.T) {
+	requireRoot(t)
+	const size = 32 << 20
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(tmp, "plain")
+	writeSeries(t, plain, size)
+	packFile(t, plain, filepath.Join(src, "s.b2frame"), "--codec", "lz4", "--block-size", "256KiB")
+	packFile(t, plain, filepath.Join(src, "other.b2frame"), "--codec", "lz4")
+	want, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mountDaemon(t, src)
+	f, err := os.Open(m.path("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// No kernel read-ahead: each pread is a READ of its own pages.
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM); err != nil {
+		t.Fatal(err)
+	}
+	// Parse the last chunk (its first block), so that its other blocks
+	// decode from the mapping later.
+	last := int64(size - 1<<20)
+	head := make([]byte, 4096)
+	if _, err := f.ReadAt(head, last); err != nil || !bytes.Equal(head, want[last:last+4096]) {
+		t.Fatalf("reading the last chunk's start: %v", err)
+	}
+	st, err := os.Stat(filepath.Join(src, "s.b2frame"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last block's compressed bytes end just before the frame's
+	// small index and trailer: cutting 64 KiB takes pages of them.
+	if err := os.Truncate(filepath.Join(src, "s.b2frame"), st.Size()-64<<10); err != nil {
+		t.Fatal(err)
+	}
+	tail := make([]byte, 64<<10)
+	_, err = f.ReadAt(tail, size-int64(len(tail)))
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("reading the lost tail: %v (the right bytes: %v, all zeros: %v), want EIO\nlog:\n%s",
+			err, bytes.Equal(tail, want[size-len(tail):]), bytes.Count(tail, []byte{0}) == len(tail), m.logText())
+	}
+	if !processAlive(m.pid, m.dir) {
+		t.Fatal("the daemon died")
+	}
+	if log := m.logText(); !strings.Contains(log, "s.b2frame") || !strings.Contains(log, "mapping") {
+		t.Errorf("no log line names the file and the fault:\n%s", log)
+	}
+	// The daemon serves on: another file reads whole and right.
+	got, err := os.ReadFile(m.path("other"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("reading another file after the fault: %v, equal %v", err, bytes.Equal(got, want))
+	}
 }

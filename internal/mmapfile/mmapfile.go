@@ -7,7 +7,9 @@
 //   - The file may shrink under it (another program truncates it): reading
 //     a page past the new end raises SIGBUS. Every read of mapped bytes runs
 //     with runtime/debug.SetPanicOnFault, and the fault becomes an error
-//     naming the file.
+//     naming the file. The rest of the page that holds the new end reads
+//     as zeros without a fault, so every read also checks, after it, that
+//     the file still holds the bytes it read.
 //   - Unmapping while a reader still uses the bytes would let a later
 //     mapping reuse the addresses and the reader see foreign bytes. A File
 //     counts its readers and unmaps only when it is closed and none is left.
@@ -79,6 +81,7 @@ type File struct {
 	users  atomic.Int64           // readers that may be using data
 	closed atomic.Bool
 	failed bool // mapping refused: pread only (under mu)
+	done   bool // unmapped and the file closed, after Close and the last reader (under mu)
 
 	sinceTrim atomic.Int64 // bytes read in place since the last trim
 }
@@ -141,22 +144,29 @@ func (m *File) mapFile() ([]byte, bool) {
 }
 
 // release ends a reader's use of the mapping; the last reader of a closed
-// File unmaps it.
+// File unmaps it and closes the file.
 func (m *File) release() {
 	if m.users.Add(-1) == 0 && m.closed.Load() {
 		m.mu.Lock()
 		if m.users.Load() == 0 {
-			m.unmapLocked()
+			m.finishLocked()
 		}
 		m.mu.Unlock()
 	}
 }
 
-func (m *File) unmapLocked() {
+// finishLocked unmaps the file and closes it, once: the file stays open
+// as long as readers of the mapping may need to check its size.
+func (m *File) finishLocked() error {
+	if m.done {
+		return nil
+	}
+	m.done = true
 	if d := m.data.Swap(nil); d != nil {
 		unix.Munmap(*d)
 		mapped.Add(-1)
 	}
+	return m.f.Close()
 }
 
 // ReadInPlace calls fn with the n bytes at off as they lie in the mapping,
@@ -175,6 +185,13 @@ func (m *File) ReadInPlace(off, n int64, fn func([]byte) error) (ok bool, err er
 	}
 	defer m.release()
 	err = m.guard(data, off, func() error { return fn(data[off : off+n : off+n]) })
+	if err == nil && !m.holds(off+n) {
+		// The file shrank while fn read: past its new end the page that
+		// holds that end reads as zeros without a fault, and a decoder
+		// can take zeros for valid data (a stream of zeros), so only the
+		// size after the read says whether the bytes were the file's.
+		err = fmt.Errorf("%s: reading at %d: %w", m.f.Name(), off, ErrFault)
+	}
 	if m.sinceTrim.Add(n) >= trimEvery {
 		// Still a reader: the mapping cannot go meanwhile. Readers of it
 		// now fault its pages back in from the page cache.
@@ -182,6 +199,14 @@ func (m *File) ReadInPlace(off, n int64, fn func([]byte) error) (ok bool, err er
 		unix.Madvise(data, unix.MADV_DONTNEED)
 	}
 	return true, err
+}
+
+// holds reports whether the file still has at least end bytes. A read
+// that cannot tell (the file was closed meanwhile) does not trust its
+// bytes, as a pread then would have failed too.
+func (m *File) holds(end int64) bool {
+	fi, err := m.f.Stat()
+	return err == nil && fi.Size() >= end
 }
 
 // guard runs fn with memory faults on data turned into an error naming the
@@ -211,6 +236,9 @@ func inside(data []byte, addr uintptr) bool {
 // ReadAt reads len(p) bytes at off: large reads are copied from the
 // mapping, small ones read with pread.
 func (m *File) ReadAt(p []byte, off int64) (int, error) {
+	if m.closed.Load() {
+		return 0, &os.PathError{Op: "read", Path: m.f.Name(), Err: os.ErrClosed}
+	}
 	if len(p) >= minInPlace && off >= 0 && off < m.size {
 		n := min(int64(len(p)), m.size-off)
 		var got int
@@ -227,7 +255,8 @@ func (m *File) ReadAt(p []byte, off int64) (int, error) {
 	return m.f.ReadAt(p, off)
 }
 
-// Close closes the file. The mapping goes when its last reader is done.
+// Close closes the file to new reads. The mapping and the descriptor go
+// when the last reader of the mapping is done.
 func (m *File) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -235,7 +264,7 @@ func (m *File) Close() error {
 		return nil
 	}
 	if m.users.Load() == 0 {
-		m.unmapLocked()
+		return m.finishLocked()
 	}
-	return m.f.Close()
+	return nil
 }

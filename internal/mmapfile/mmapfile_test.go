@@ -121,6 +121,15 @@ func TestShrunk(t *testing.T) {
 	if !ok || !errors.Is(err, ErrFault) {
 		t.Fatalf("ReadInPlace over truncated pages: %v, %v", ok, err)
 	}
+	// A cut inside the last page lent: its tail reads as zeros, with no
+	// fault, and the read must still fail.
+	if err := os.Truncate(f.Name(), 1<<20-100); err != nil {
+		t.Fatal(err)
+	}
+	ok, err = m.ReadInPlace(1<<20-4096, 4096, func(b []byte) error { sink += b[4095]; return nil })
+	if !ok || !errors.Is(err, ErrFault) {
+		t.Fatalf("ReadInPlace over the zero tail of the last page: %v, %v", ok, err)
+	}
 	// Another panic is not swallowed.
 	defer func() {
 		if r := recover(); r == nil {
