@@ -137,13 +137,19 @@ var (
 )
 
 // Decoded counts a block a reader decoded straight into its buffer.
-func (c *statCache) Decoded(n int, d time.Duration) {
+func (c *statCache) Decoded(n int, d time.Duration) { c.count(n, d, true) }
+
+// count adds a decode of n bytes taking d (a failed one counts its time
+// only) under the file's codec.
+func (c *statCache) count(n int, d time.Duration, ok bool) {
 	cc := c.codec.Load()
 	if cc == nil {
 		cc = c.stats.codec("unknown")
 	}
-	cc.blocks.Add(1)
-	cc.bytes.Add(int64(n))
+	if ok {
+		cc.blocks.Add(1)
+		cc.bytes.Add(int64(n))
+	}
 	cc.nanos.Add(int64(d))
 }
 
@@ -152,15 +158,7 @@ func (c *statCache) Acquire(key pack.BlockKey, load func() ([]byte, error)) (*bc
 	return c.Cache.Acquire(key, func() ([]byte, error) {
 		t := time.Now()
 		b, err := load()
-		cc := c.codec.Load()
-		if cc == nil {
-			cc = c.stats.codec("unknown")
-		}
-		if err == nil {
-			cc.blocks.Add(1)
-			cc.bytes.Add(int64(len(b)))
-		}
-		cc.nanos.Add(int64(time.Since(t)))
+		c.count(len(b), time.Since(t), err == nil)
 		return b, err
 	})
 }

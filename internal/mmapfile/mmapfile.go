@@ -190,7 +190,7 @@ func (m *File) ReadInPlace(off, n int64, fn func([]byte) error) (ok bool, err er
 		// holds that end reads as zeros without a fault, and a decoder
 		// can take zeros for valid data (a stream of zeros), so only the
 		// size after the read says whether the bytes were the file's.
-		err = fmt.Errorf("%s: reading at %d: %w", m.f.Name(), off, ErrFault)
+		err = m.faultErr(off)
 	}
 	if m.sinceTrim.Add(n) >= trimEvery {
 		// Still a reader: the mapping cannot go meanwhile. Readers of it
@@ -221,10 +221,15 @@ func (m *File) guard(data []byte, off int64, fn func() error) (err error) {
 			if !ok || !inside(data, f.Addr()) {
 				panic(r)
 			}
-			err = fmt.Errorf("%s: reading at %d: %w", m.f.Name(), off, ErrFault)
+			err = m.faultErr(off)
 		}
 	}()
 	return fn()
+}
+
+// faultErr is the error of a read at off whose bytes were not the file's.
+func (m *File) faultErr(off int64) error {
+	return fmt.Errorf("%s: reading at %d: %w", m.f.Name(), off, ErrFault)
 }
 
 // inside reports whether addr lies in data.
