@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,6 +98,19 @@ func runCrashWriter(args []string) int {
 			return 1
 		}
 	}
+	// The test kills the daemon at a random moment after this line: the
+	// writer must be on the mount by then, not on the directory under
+	// the mountpoint, which a kill and a lazy unmount would leave it.
+	onFd := int(f.Fd())
+	if save {
+		onFd = dir
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(onFd, &sfs); err != nil || sfs.Type != unix.FUSE_SUPER_MAGIC {
+		say("error not on the mount: %v, file system type %#x", err, sfs.Type)
+		return 1
+	}
+	say("open")
 	stdin := bufio.NewReader(os.Stdin)
 	buf := make([]byte, 1<<20)
 	for v := first; ; v++ {
@@ -151,7 +165,8 @@ type crashChild struct {
 	stdin  io.WriteCloser
 	mu     sync.Mutex
 	lines  []string
-	synced chan int64 // versions whose fsync returned, as reported
+	synced chan int64    // versions whose fsync returned, as reported
+	open   chan struct{} // closed once the writer has opened its file or directory on the mount
 	done   chan struct{}
 }
 
@@ -167,7 +182,7 @@ func startCrashWriter(t *testing.T, path string, size, first int64, pause, save 
 		}
 		return "0"
 	}
-	c := &crashChild{synced: make(chan int64, 1000), done: make(chan struct{})}
+	c := &crashChild{synced: make(chan int64, 1000), done: make(chan struct{}), open: make(chan struct{})}
 	c.cmd = exec.Command(exe, path, strconv.FormatInt(size, 10), strconv.FormatInt(first, 10), flag(pause), flag(save))
 	c.cmd.Env = append(os.Environ(), helperEnv+"="+crashWriter)
 	c.cmd.Stderr = os.Stderr
@@ -189,6 +204,9 @@ func startCrashWriter(t *testing.T, path string, size, first int64, pause, save 
 			c.mu.Lock()
 			c.lines = append(c.lines, line)
 			c.mu.Unlock()
+			if line == "open" {
+				close(c.open)
+			}
 			if v, ok := strings.CutPrefix(line, "synced "); ok {
 				n, _ := strconv.ParseInt(v, 10, 64)
 				c.synced <- n
@@ -204,7 +222,25 @@ func startCrashWriter(t *testing.T, path string, size, first int64, pause, save 
 			<-c.done
 		}
 	})
+	// Only a writer that has its file or directory open on the mount may
+	// see the daemon killed: one that opened the mountpoint after a kill
+	// (the kill came 9 ms after the start once) wrote to the directory
+	// under it, never failed, and ran until the test's 2-minute limit.
+	select {
+	case <-c.open:
+	case <-c.done:
+		t.Fatalf("the crash writer exited before it opened %s: %v", path, c.output())
+	case <-time.After(time.Minute):
+		t.Fatalf("the crash writer did not open %s within a minute: %v", path, c.output())
+	}
 	return c
+}
+
+// output returns the lines the writer printed so far.
+func (c *crashChild) output() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.lines)
 }
 
 // finish lets a paused writer go on, and waits for it to exit (it must,
