@@ -29,8 +29,11 @@ all: build
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := $(if $(VERSION),-X main.version=$(VERSION))
 
+# The binary is static (no cgo: nothing in it needs C): it runs on any
+# Linux of the architecture, and a command starts about a millisecond
+# sooner than a dynamically linked one (no dynamic loader).
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/bloscfs ./cmd/bloscfs
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/bloscfs ./cmd/bloscfs
 
 # install puts bloscfs where mount(8) finds it for fstab lines and
 # `mount -t fuse.bloscfs` (its helpers run with the shell's default PATH,
