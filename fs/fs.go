@@ -118,7 +118,8 @@ type FS struct {
 	// another file, or bring back a name just unlinked.
 	nsMu sync.RWMutex
 
-	stats counters
+	stats  counters
+	remote func() *RemoteStats // a remote mount's store counters; nil for a local mount
 }
 
 // diskID returns the identity of a disk file: the inode number as the

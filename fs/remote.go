@@ -58,8 +58,14 @@ func NewRemote(store *remote.Store, prefix string, opts Options) (gofs.InodeEmbe
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
+	f := &FS{opts: opts, source: store.Name(prefix), cache: cache.New[pack.BlockKey](opts.CacheSize)}
+	f.stats.start = time.Now()
+	f.remote = func() *RemoteStats {
+		req, n := store.Stats().Snapshot()
+		return &RemoteStats{Requests: req, FetchedBytes: n}
+	}
 	r := &RemoteFS{
-		f:      &FS{opts: opts, cache: cache.New[pack.BlockKey](opts.CacheSize)},
+		f:      f,
 		store:  store,
 		prefix: prefix,
 		start:  time.Now(),
@@ -72,6 +78,9 @@ func NewRemote(store *remote.Store, prefix string, opts Options) (gofs.InodeEmbe
 
 // Cache returns the decoded-block cache (for statistics).
 func (r *RemoteFS) Cache() *cache.Cache[pack.BlockKey] { return r.f.cache }
+
+// Stats returns the mount's counters, with what it asked of the store.
+func (r *RemoteFS) Stats() Stats { return r.f.Stats() }
 
 // Store returns the object store.
 func (r *RemoteFS) Store() *remote.Store { return r.store }
@@ -242,7 +251,17 @@ var (
 	_ = (gofs.NodeReaddirer)((*remoteDir)(nil))
 	_ = (gofs.NodeGetattrer)((*remoteDir)(nil))
 	_ = (gofs.NodeStatfser)((*remoteDir)(nil))
+	_ = (gofs.NodeGetxattrer)((*remoteDir)(nil))
 )
+
+// Getxattr of the root answers StatsXattr, which `bloscfs stats` reads; a
+// prefix has no other attribute.
+func (d *remoteDir) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if attr == StatsXattr && d.IsRoot() {
+		return d.r.f.getStats(dest)
+	}
+	return 0, syscall.ENODATA
+}
 
 // probeParallel is how many objects a directory listing probes at once.
 const probeParallel = 16
@@ -443,6 +462,7 @@ func (n *remoteFile) newHandle(st *openState) *remoteHandle {
 	if _, ok := st.view.(*all.View); ok {
 		ra = n.r.f.opts.ReadAhead
 	}
+	n.r.f.stats.openFiles.Add(1)
 	return &remoteHandle{viewHandle{c: st, f: n.r.f, readAhead: ra, logged: st.obj.Failed}}
 }
 
@@ -513,19 +533,23 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 		if cur != nil && cur.obj.ETag != info.ETag {
 			n.r.store.Invalidate(n.sparse) // the chunks changed too
 		}
-		v, idx, err := n.r.openSparse(n.sparse, n.r.f.cache)
+		c := n.r.f.blockCache()
+		v, idx, err := n.r.openSparse(n.sparse, c)
 		if err != nil {
 			n.r.f.warnOnce("%v", err)
 			return nil, 0, syscall.EIO
 		}
+		c.setCodec(v.Container.Info().Codec)
 		st.obj, st.view, st.plain = idx, v, v.Size
 		info = idx.ObjectInfo
 	} else if wasCompressed {
-		v, err := all.OpenViewReader(st.obj, info.Size, st.obj.Name(), n.r.f.cache)
+		c := n.r.f.blockCache()
+		v, err := all.OpenViewReader(st.obj, info.Size, st.obj.Name(), c)
 		if err != nil {
 			n.r.f.warnOnce("%v", err)
 			return nil, 0, syscall.EIO
 		}
+		c.setCodec(v.Container.Info().Codec)
 		st.view, st.plain = v, v.Size
 	}
 	st.obj.Opened()
@@ -602,6 +626,8 @@ var (
 
 // Release waits for the handle's read-ahead.
 func (h *remoteHandle) Release(ctx context.Context) syscall.Errno {
-	h.stop()
+	if h.stop() {
+		h.f.stats.openFiles.Add(-1)
+	}
 	return 0
 }

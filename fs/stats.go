@@ -33,6 +33,17 @@ type Stats struct {
 	// OpenFiles counts the open handles of compressed files.
 	OpenFiles int64          `json:"open_files"`
 	ReadAhead ReadAheadStats `json:"read_ahead"`
+	// Remote is what a remote mount asked of the object store (nil for a
+	// local mount).
+	Remote *RemoteStats `json:"remote,omitempty"`
+}
+
+// RemoteStats count a remote mount's requests to the object store.
+type RemoteStats struct {
+	// Requests counts GET, HEAD and LIST requests sent, retries
+	// included; FetchedBytes the body bytes of the ranged GETs.
+	Requests     int64 `json:"requests"`
+	FetchedBytes int64 `json:"fetched_bytes"`
 }
 
 // CacheStats are the decoded-block cache's counters.
@@ -97,6 +108,9 @@ func (f *FS) Stats() Stats {
 		Codecs:    map[string]CodecStat{},
 		OpenFiles: f.stats.openFiles.Load(),
 		ReadAhead: ReadAheadStats{Runs: f.stats.aheadRuns.Load(), Bytes: f.stats.aheadBytes.Load(), Hits: f.stats.aheadHits.Load()},
+	}
+	if f.remote != nil {
+		s.Remote = f.remote()
 	}
 	var names []string
 	f.stats.codecs.Range(func(k, _ any) bool { names = append(names, k.(string)); return true })
@@ -182,7 +196,7 @@ func (f *FS) getStats(dest []byte) (uint32, syscall.Errno) {
 }
 
 // Getxattr of the root answers StatsXattr; everything else is the
-// source's.
+// source's. (A remote mount's root answers it in remoteDir.Getxattr.)
 func (n *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	if attr == StatsXattr && n.IsRoot() {
 		return n.fs.getStats(dest)

@@ -256,11 +256,15 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	defer closeLog()
 	o.Logger = logger
 	var server *fuse.Server
-	var f *bfs.FS
+	var stats statser
 	if remote.IsURL(pos[0]) {
-		server, err = mountRemote(pos[0], pos[1], o)
+		var r *bfs.RemoteFS
+		server, r, err = mountRemote(pos[0], pos[1], o)
+		stats = r
 	} else {
+		var f *bfs.FS
 		server, f, err = bfs.Mount(pos[0], pos[1], o)
+		stats = f
 	}
 	if err != nil {
 		err = helperError(err)
@@ -270,9 +274,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	logger.Printf("serving %s at %s", pos[0], pos[1])
 	notify.ready(logDest)
 
-	if f != nil { // a local mount: a remote one has no stats yet
-		logStatsOn(syscall.SIGUSR1, f, logger)
-	}
+	logStatsOn(syscall.SIGUSR1, stats, logger)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -291,9 +293,12 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// statser is a mount that counts what it does: a local or a remote one.
+type statser interface{ Stats() bfs.Stats }
+
 // logStatsOn writes the mount's statistics (as bloscfs stats --json
 // prints them) to the log on each sig.
-func logStatsOn(sig os.Signal, f *bfs.FS, logger *log.Logger) {
+func logStatsOn(sig os.Signal, f statser, logger *log.Logger) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, sig)
 	go func() {

@@ -289,10 +289,10 @@ func packRemote(args []string, stdout, stderr io.Writer) error {
 }
 
 // mountRemote mounts s3://BUCKET[/PREFIX] in the foreground process.
-func mountRemote(u, mnt string, o bfs.Options) (*fuse.Server, error) {
+func mountRemote(u, mnt string, o bfs.Options) (*fuse.Server, *bfs.RemoteFS, error) {
 	s, prefix, err := openStore(u, o.Logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o.FsName = strings.ReplaceAll(u, ",", "_")
 	// The heap also holds fetched ranges and read-ahead GETs in flight.
@@ -301,9 +301,5 @@ func mountRemote(u, mnt string, o bfs.Options) (*fuse.Server, error) {
 			rdebug.SetMemoryLimit(o.CacheSize + n + 48<<20)
 		}
 	}
-	server, _, err := bfs.MountRemote(s, prefix, mnt, o)
-	if err != nil {
-		return nil, err
-	}
-	return server, nil
+	return bfs.MountRemote(s, prefix, mnt, o)
 }

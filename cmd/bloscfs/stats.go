@@ -84,5 +84,8 @@ func cmdStats(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "open files:  %d\n", s.OpenFiles)
 	fmt.Fprintf(stdout, "read-ahead:  %d runs, %s asked, %d READs found their bytes asked for\n", s.ReadAhead.Runs, mib(s.ReadAhead.Bytes), s.ReadAhead.Hits)
+	if r := s.Remote; r != nil {
+		fmt.Fprintf(stdout, "remote:      %d requests, %s fetched\n", r.Requests, mib(r.FetchedBytes))
+	}
 	return nil
 }

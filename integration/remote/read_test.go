@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	bfs "github.com/bloscfs/bloscfs/fs"
 	"github.com/bloscfs/bloscfs/internal/fakes3"
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/internal/testutil"
@@ -527,5 +529,51 @@ func TestProfile(t *testing.T) {
 	// (No instance metadata lookup: the tests stay on loopback.)
 	if out, err := run("AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "none"), "AWS_CONFIG_FILE="+filepath.Join(dir, "none"), "AWS_EC2_METADATA_DISABLED=true"); err == nil {
 		t.Errorf("without credentials: succeeded: %s", out)
+	}
+}
+
+// TestStats: `bloscfs stats` of a remote mount reports the requests it
+// sent and the bytes its GETs fetched, as the proxy between the mount and
+// the server counted them, with the decoding counters of a local mount.
+func TestStats(t *testing.T) {
+	requireServer(t)
+	counter := fakes3.NewFaults(endpoint, 0, 1)
+	defer counter.Close()
+	m := mountRemote(t, "s3://"+bucket, "--endpoint", counter.URL)
+	stats := func() bfs.Stats {
+		t.Helper()
+		var s bfs.Stats
+		if err := json.Unmarshal([]byte(run(t, bin, "stats", "--json", m.dir)), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var fx fixtures.Fixture
+	for _, f := range loadFixtures(t) {
+		if f.Name == "codec_lz4_l5.b2frame" {
+			fx = f
+		}
+	}
+	got, err := os.ReadFile(viewPath(t, m, fx))
+	if err != nil || sha(got) != fx.PlainSHA {
+		t.Fatalf("read %s: %v (or wrong bytes)", fx.Name, err)
+	}
+	s := stats()
+	if s.Remote == nil {
+		t.Fatalf("no remote counters: %+v", s)
+	}
+	if r := s.Remote; r.Requests != counter.Requests.Load() || r.FetchedBytes == 0 || r.FetchedBytes > counter.Bytes.Load() {
+		t.Errorf("mount counted %d requests and %d bytes fetched; the proxy saw %d requests and %d response bytes",
+			r.Requests, r.FetchedBytes, counter.Requests.Load(), counter.Bytes.Load())
+	}
+	if c := s.Codecs["lz4"]; c.Blocks == 0 || c.DecodedBytes < int64(len(got)) {
+		t.Errorf("decode counters %+v after reading %d bytes", s.Codecs, len(got))
+	}
+	if s.Source != "s3://"+bucket+"/" && s.Source != "s3://"+bucket {
+		t.Errorf("source %q", s.Source)
+	}
+	text := run(t, bin, "stats", m.dir)
+	if !strings.Contains(text, "remote:") || !strings.Contains(text, "requests") {
+		t.Errorf("stats:\n%s", text)
 	}
 }
