@@ -51,7 +51,11 @@ type Options struct {
 	AttrTimeout       time.Duration
 	CompressedTimeout time.Duration
 	// ReadAhead is how many bytes past a sequential read are decoded in
-	// the background.
+	// the background, beyond the kernel's own read-ahead. The default is
+	// none: the kernel's read-ahead READs of 1 MiB, whose blocks decode
+	// in parallel straight into the reply, kept both cores busy with less
+	// work than decoding ahead into the cache and copying out of it
+	// (docs/PERFORMANCE.md, "Decoding ahead in the daemon").
 	ReadAhead int64
 	// Debug logs every FUSE request.
 	Debug bool
@@ -80,7 +84,7 @@ func DefaultOptions() Options {
 		CacheSize:         512 << 20,
 		AttrTimeout:       time.Second,
 		CompressedTimeout: time.Hour,
-		ReadAhead:         4 << 20,
+		ReadAhead:         0,
 		Logger:            log.New(os.Stderr, "bloscfs: ", log.LstdFlags),
 		NewFormat:         NewB2Frame,
 		NewParams:         blosc.DefaultParams(8),

@@ -72,7 +72,7 @@ func findCommand(name string) (command, bool) {
 // formats.
 const usage = `usage:
   bloscfs mount  [-f|--foreground] [-o|--options OPTIONS] [--cache-size 512MiB]
-                 [--read-ahead 4MiB] [--read-only] [--log FILE|syslog|stderr]
+                 [--read-ahead 0] [--read-only] [--log FILE|syslog|stderr]
                  [-d|--debug]
                  [--new-format b2frame|blp|none] [--codec C] [--clevel N]
                  [--filter F] [--typesize N] [--chunk-size S] SOURCE MOUNTPOINT

@@ -142,7 +142,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	fg := fs.BoolP("foreground", "f", false, "stay in the foreground")
 	opts := fs.StringArrayP("options", "o", nil, "mount `OPTIONS`, comma-separated (see above)")
 	cacheSize := fs.String("cache-size", "512MiB", "`SIZE` of the decoded-block cache")
-	readAhead := fs.String("read-ahead", "4MiB", "`BYTES` decoded ahead of a sequential reader")
+	readAhead := fs.String("read-ahead", "0", "`BYTES` decoded ahead of a sequential reader, beyond the kernel's read-ahead")
 	readOnly := fs.Bool("read-only", false, "refuse every change (as -o ro)")
 	logFile := fs.String("log", "", "log to this `FILE`, or to syslog or stderr (default: stderr with -f, else syslog, else a file)")
 	debug := fs.BoolP("debug", "d", false, "log every FUSE request")
