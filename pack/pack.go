@@ -624,18 +624,26 @@ func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) e
 	case 1:
 		return r.fillOne(pieces[0], mode, reader)
 	}
+	// The caller decodes too, and each goroutine takes the next piece
+	// until none is left: a goroutine per piece, with the caller waiting
+	// for them all, cost a thread wake-up per piece, and a READ of two
+	// 512 KiB zstd blocks took 0.55 ms where decoding them takes 0.3.
 	errs := make([]error, len(pieces))
-	sem := make(chan struct{}, parallelism())
+	var next atomic.Int64
+	work := func() {
+		for k := int(next.Add(1) - 1); k < len(pieces); k = int(next.Add(1) - 1) {
+			errs[k] = r.fillOne(pieces[k], mode, reader)
+		}
+	}
 	var wg sync.WaitGroup
-	for k, pc := range pieces {
-		sem <- struct{}{}
+	for range min(parallelism(), len(pieces)) - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[k] = r.fillOne(pc, mode, reader)
-			<-sem
+			work()
 		}()
 	}
+	work()
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
