@@ -70,20 +70,24 @@ func Stream[J, R any](next func() (J, bool), work func(w int, j J) (R, error), e
 		emitting bool // a worker is emitting
 		err      error
 	)
+	// (No deferred unlock: work and emit run with mu unlocked, and an
+	// unlock in a deferred call would turn a panic of theirs into a
+	// fatal "unlock of unlocked mutex" that hides it.)
 	run := func(w int) {
 		mu.Lock()
-		defer mu.Unlock()
 		for {
 			for !ended && err == nil && planned-emitted >= window {
 				freed.Wait()
 			}
 			if ended || err != nil {
+				mu.Unlock()
 				return
 			}
 			j, ok := next()
 			if !ok {
 				ended = true
 				freed.Broadcast()
+				mu.Unlock()
 				return
 			}
 			seq := planned

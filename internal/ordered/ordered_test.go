@@ -207,3 +207,22 @@ func BenchmarkStream(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// TestStreamPanicKept: a panic of work reaches the caller as itself (on
+// one core, where the caller's goroutine runs every job), not as a fatal
+// error of the stream's mutex.
+func TestStreamPanicKept(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer func() {
+		if r := recover(); r != "boom" {
+			t.Fatalf("recovered %v, want the panic of work", r)
+		}
+	}()
+	Run(10, func(i int) ([]byte, error) {
+		if i == 3 {
+			panic("boom")
+		}
+		return nil, nil
+	}, func(int, []byte) error { return nil })
+	t.Fatal("Run returned")
+}
