@@ -200,9 +200,8 @@ type viewHandle struct {
 	// logged reports that a read failure has been logged already (by
 	// the object store); nil: never.
 	logged func() bool
-	// next is the end of the last read: a read starting near it is
-	// sequential. A local handle starts at -1 (only a first read at 0 is
-	// sequential), a remote one at 0 (any first read within seqWindow).
+	// next is the end of the last read plus one, 0 before the first
+	// (see lastEnd), so that a handle's zero value is a fresh one.
 	next atomic.Int64
 	// inRun reports that the last READ was sequential too: one READ near
 	// the one before is not yet a stream (random readers land near each
@@ -226,7 +225,7 @@ const seqWindow = 2 << 20
 // (KEEP_CACHE), so the blocks it has read whole leave the block cache, and
 // it starts read-ahead of the blocks after it.
 func (h *viewHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	last := h.next.Load() // -1 before the first read, which is sequential at 0
+	last := h.lastEnd() // -1 before the first read, which is sequential at 0
 	near := !h.noSeq && (last < 0 && off == 0 || last >= 0 && off >= last-seqWindow && off <= last+seqWindow)
 	// A stream: a first READ at 0, or a READ near the last one when that
 	// was near its own predecessor. A lone READ near a random one decodes
@@ -241,7 +240,7 @@ func (h *viewHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 		return nil, syscall.EIO
 	}
 	end := off + int64(n)
-	h.next.Store(end)
+	h.next.Store(end + 1)
 	if seq && n > 0 && end <= h.aheadEnd.Load() {
 		h.f.stats.aheadHits.Add(1)
 	}
@@ -283,10 +282,13 @@ func (h *viewHandle) readAheadFrom(off int64) {
 		// its own read lock, so that a write or commit does not wait for
 		// the whole read-ahead). Errors surface on the real read.
 		for pos := off; pos < to && !h.closed.Load(); pos += aheadStep {
-			h.c.prefetch(pos, min(aheadStep, to-pos), h.next.Load)
+			h.c.prefetch(pos, min(aheadStep, to-pos), h.lastEnd)
 		}
 	}()
 }
+
+// lastEnd returns where the last READ ended, or -1 before the first.
+func (h *viewHandle) lastEnd() int64 { return h.next.Load() - 1 }
 
 // stop ends the handle's reading: it waits for a running read-ahead. It
 // reports false if the handle was stopped already.

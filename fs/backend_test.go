@@ -145,8 +145,9 @@ func (c *fakeContent) size() int64 { return c.n }
 func TestViewHandleSequential(t *testing.T) {
 	f := &FS{opts: Options{Logger: log.New(io.Discard, "", 0)}}
 	c := &fakeContent{n: 64 << 20}
+	// A zero handle, as the local and remote trees make them: its first
+	// READ, at 0, starts a stream.
 	h := &viewHandle{c: c, f: f, readAhead: 4 << 20}
-	h.next.Store(-1)
 	buf := make([]byte, 1<<20)
 	for _, off := range []int64{0, 1 << 20, 2 << 20, 40 << 20} {
 		res, errno := h.Read(context.Background(), buf, off)
@@ -187,7 +188,6 @@ func TestViewHandleRandomNeighbours(t *testing.T) {
 	f := &FS{opts: Options{Logger: log.New(io.Discard, "", 0)}}
 	c := &fakeContent{n: 256 << 20}
 	h := &viewHandle{c: c, f: f, readAhead: 4 << 20}
-	h.next.Store(-1)
 	buf := make([]byte, 4096)
 	offs := []int64{100 << 20, 37 << 20, 38 << 20, 200 << 20, 199 << 20, 10 << 20}
 	// Then a stream: each READ follows on from the one before; the

@@ -427,7 +427,6 @@ func (n *blobNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		n.writers++
 	}
 	h := &blobHandle{viewHandle: viewHandle{c: n, f: n.fs, noSeq: w, readAhead: n.fs.opts.ReadAhead}, n: n, writable: w}
-	h.next.Store(-1)
 	n.fs.stats.openFiles.Add(1)
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
