@@ -310,6 +310,12 @@ func compress(dst []byte, src blockSource, p Params) ([]byte, error) {
 			flags |= flagDelta
 		}
 	}
+	// The chunk is at most the header and nbytes (past that it is stored
+	// as is): room for it at once, rather than appends that copy the
+	// chunk each time they outgrow dst (a tenth of `pack`'s CPU, with dst
+	// nil). Only up to preGrow: a huge chunk may compress to almost
+	// nothing, and its memory must not follow nbytes.
+	dst = slices.Grow(dst, min(hdrLen+nbytes, preGrow))
 	start := len(dst)
 	var hdr [ExtHeaderLen]byte
 	hdr[0], hdr[1], hdr[2], hdr[3] = version, 1, flags, byte(p.Typesize)
@@ -428,6 +434,10 @@ func compress(dst []byte, src blockSource, p Params) ([]byte, error) {
 	binary.LittleEndian.PutUint32(dst[start+12:], uint32(len(dst)-start))
 	return dst, nil
 }
+
+// preGrow bounds the room compress makes for a chunk before it knows how
+// well the chunk compresses: chunks are 1 to 4 MiB as a rule.
+const preGrow = 8 << 20
 
 // finishMemcpy turns the header at dst[start:] into a memcpyed chunk.
 func finishMemcpy(dst []byte, start int, src blockSource, hdrLen int) ([]byte, error) {
