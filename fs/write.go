@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/internal/bufs"
 	"github.com/bloscfs/bloscfs/internal/ordered"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
@@ -412,6 +413,7 @@ func (f *FS) writeNew(w io.WriteSeeker, content io.ReaderAt, size int64, format 
 	zr, _ := content.(pack.ZeroRanger)
 	zeros := pack.ZeroChunks(compress)
 	n := int((size + cs - 1) / cs)
+	var plains bufs.Pool
 	for first := 0; first < n; first += newBatch {
 		err := ordered.Run(min(newBatch, n-first), func(k int) ([]byte, error) {
 			off := int64(first+k) * cs
@@ -419,11 +421,12 @@ func (f *FS) writeNew(w io.WriteSeeker, content io.ReaderAt, size int64, format 
 			if zr != nil && zr.IsZero(off, ln) {
 				return zeros(ln)
 			}
-			b := make([]byte, ln)
-			if err := readFullAt(content, b, off); err != nil {
+			b := plains.Get(int(ln))
+			defer plains.Put(b) // the chunk compress returns is new memory
+			if err := readFullAt(content, *b, off); err != nil {
 				return nil, err
 			}
-			return compress(b)
+			return compress(*b)
 		}, func(k int, chunk []byte) error {
 			return add(chunk, int(min(cs, size-int64(first+k)*cs)))
 		})
