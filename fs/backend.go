@@ -200,17 +200,65 @@ type viewHandle struct {
 	// logged reports that a read failure has been logged already (by
 	// the object store); nil: never.
 	logged func() bool
-	// next is the end of the last read plus one, 0 before the first
-	// (see lastEnd), so that a handle's zero value is a fresh one.
-	next atomic.Int64
-	// inRun reports that the last READ was sequential too: one READ near
-	// the one before is not yet a stream (random readers land near each
-	// other now and then), two in a row are.
-	inRun    atomic.Bool
+	// seq is what a READ needs to know whether it continues a stream.
+	seq      seqState
 	ahead    atomic.Bool  // a read-ahead is running
 	aheadEnd atomic.Int64 // where the last read-ahead of this stream ended
 	aheadWG  sync.WaitGroup
 	closed   atomic.Bool
+}
+
+// seqState follows where a handle's READs arrive, to tell a stream from
+// random reads. Its zero value is a handle that has had no READ.
+type seqState struct {
+	mu sync.Mutex
+	// ends holds where the last READs to arrive end, newest first (n of
+	// them), set as they arrive rather than when they are done: the
+	// kernel sends several read-ahead READs at once, and the daemon's
+	// threads take them up in any order. Against the end of the last
+	// READ that was done, 65 of the 1,024 READs of a cat lay more than
+	// seqWindow away, and against the last to arrive still 30, each
+	// then decoding its blocks into the cache and leaving them there.
+	ends [4]int64
+	n    int
+	// inRun reports that the last READ was near one before it too: one
+	// READ near another is not yet a stream (random readers land near
+	// each other now and then), two in a row are.
+	inRun bool
+}
+
+// arrive records a READ of n bytes at off, and reports whether it
+// continues a stream: a first READ near the start of the file (the
+// kernel's first READs may come in any order), or a READ within
+// seqWindow of one of the last READs when the READ before it was so too.
+func (s *seqState) arrive(off, n int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	near := s.n == 0 && off < seqWindow
+	for _, e := range s.ends[:s.n] {
+		if off >= e-seqWindow && off <= e+seqWindow {
+			near = true
+			break
+		}
+	}
+	seq := near && (s.n == 0 || s.inRun)
+	s.inRun = near
+	copy(s.ends[1:], s.ends[:len(s.ends)-1])
+	s.ends[0] = off + n
+	s.n = min(s.n+1, len(s.ends))
+	return seq
+}
+
+// reader returns how far the READs have got: the farthest end of the
+// last ones, or -1 before the first.
+func (s *seqState) reader() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := int64(-1)
+	for _, e := range s.ends[:s.n] {
+		r = max(r, e)
+	}
+	return r
 }
 
 // seqWindow is how far a READ may start from where the last one ended and
@@ -225,13 +273,7 @@ const seqWindow = 2 << 20
 // (KEEP_CACHE), so the blocks it has read whole leave the block cache, and
 // it starts read-ahead of the blocks after it.
 func (h *viewHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	last := h.lastEnd() // -1 before the first read, which is sequential at 0
-	near := !h.noSeq && (last < 0 && off == 0 || last >= 0 && off >= last-seqWindow && off <= last+seqWindow)
-	// A stream: a first READ at 0, or a READ near the last one when that
-	// was near its own predecessor. A lone READ near a random one decodes
-	// its blocks only and keeps them cached.
-	seq := near && (last < 0 || h.inRun.Load())
-	h.inRun.Store(near)
+	seq := !h.noSeq && h.seq.arrive(off, int64(len(dest)))
 	n, err := h.c.readAt(dest, off, seq)
 	if err != nil && err != io.EOF {
 		if h.logged == nil || !h.logged() {
@@ -240,7 +282,6 @@ func (h *viewHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 		return nil, syscall.EIO
 	}
 	end := off + int64(n)
-	h.next.Store(end + 1)
 	if seq && n > 0 && end <= h.aheadEnd.Load() {
 		h.f.stats.aheadHits.Add(1)
 	}
@@ -282,13 +323,10 @@ func (h *viewHandle) readAheadFrom(off int64) {
 		// its own read lock, so that a write or commit does not wait for
 		// the whole read-ahead). Errors surface on the real read.
 		for pos := off; pos < to && !h.closed.Load(); pos += aheadStep {
-			h.c.prefetch(pos, min(aheadStep, to-pos), h.lastEnd)
+			h.c.prefetch(pos, min(aheadStep, to-pos), h.seq.reader)
 		}
 	}()
 }
-
-// lastEnd returns where the last READ ended, or -1 before the first.
-func (h *viewHandle) lastEnd() int64 { return h.next.Load() - 1 }
 
 // stop ends the handle's reading: it waits for a running read-ahead. It
 // reports false if the handle was stopped already.

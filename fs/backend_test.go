@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -231,5 +232,37 @@ func TestViewHandleErrors(t *testing.T) {
 	res, errno := h.Read(context.Background(), make([]byte, 4), 8)
 	if b, _ := res.Bytes(nil); errno != 0 || len(b) != 2 {
 		t.Errorf("Read across the end: %d bytes, %v; want 2", len(b), errno)
+	}
+}
+
+// TestViewHandleOutOfOrder: the kernel sends a stream's read-ahead READs
+// several at a time, and the daemon's threads take them up in any order,
+// some MiB apart: they are all sequential. (Against the end of the last
+// READ done, or of the last to arrive, a READ 3 MiB ahead of it was not,
+// and its blocks went into the cache and stayed there.)
+func TestViewHandleOutOfOrder(t *testing.T) {
+	f := &FS{opts: Options{Logger: log.New(io.Discard, "", 0)}}
+	c := &fakeContent{n: 64 << 20}
+	h := &viewHandle{c: c, f: f}
+	buf := make([]byte, 1<<20)
+	// Arrival order of a cat seen through the daemon: offsets in MiB.
+	for _, mib := range []int64{1, 0, 2, 3, 6, 4, 5, 7, 9, 10, 8, 11, 14, 12, 13, 15} {
+		if _, errno := h.Read(context.Background(), buf, mib<<20); errno != 0 {
+			t.Fatalf("Read at %d MiB: %v", mib, errno)
+		}
+	}
+	for i, once := range c.onces {
+		if !once {
+			t.Errorf("READ %d (of %d) was not taken as sequential", i, len(c.onces))
+		}
+	}
+	// A jump far away is not sequential; a stream begins there again
+	// with the second READ that follows on.
+	c.onces = nil
+	for _, mib := range []int64{40, 41, 42, 20} {
+		h.Read(context.Background(), buf, mib<<20)
+	}
+	if want := []bool{false, false, true, false}; !slices.Equal(c.onces, want) {
+		t.Errorf("after a jump: sequential %v, want %v", c.onces, want)
 	}
 }
