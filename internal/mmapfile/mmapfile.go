@@ -185,11 +185,13 @@ func (m *File) ReadInPlace(off, n int64, fn func([]byte) error) (ok bool, err er
 	}
 	defer m.release()
 	err = m.guard(data, off, func() error { return fn(data[off : off+n : off+n]) })
-	if err == nil && !m.holds(off+n) {
+	if !errors.Is(err, ErrFault) && !m.holds(off+n) {
 		// The file shrank while fn read: past its new end the page that
 		// holds that end reads as zeros without a fault, and a decoder
 		// can take zeros for valid data (a stream of zeros), so only the
 		// size after the read says whether the bytes were the file's.
+		// The same when fn failed: a decoder that found the zeros
+		// invalid would otherwise report a corrupt file, not a shrunk one.
 		err = m.faultErr(off)
 	}
 	if m.sinceTrim.Add(n) >= trimEvery {

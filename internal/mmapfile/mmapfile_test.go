@@ -130,6 +130,16 @@ func TestShrunk(t *testing.T) {
 	if !ok || !errors.Is(err, ErrFault) {
 		t.Fatalf("ReadInPlace over the zero tail of the last page: %v, %v", ok, err)
 	}
+	// The same when fn finds the zeros invalid (a decoder): the cause is
+	// the cut, not corrupt bytes.
+	ok, err = m.ReadInPlace(1<<20-4096, 4096, func(b []byte) error { return errors.New("corrupt stream") })
+	if !ok || !errors.Is(err, ErrFault) {
+		t.Fatalf("ReadInPlace over the zero tail, fn failing: %v, %v", ok, err)
+	}
+	// While the file holds the bytes, fn's own error is the answer.
+	if _, err := m.ReadInPlace(0, 4096, func(b []byte) error { return errors.New("corrupt stream") }); err == nil || errors.Is(err, ErrFault) {
+		t.Fatalf("ReadInPlace of bytes the file holds, fn failing: %v, want fn's error", err)
+	}
 	// Another panic is not swallowed.
 	defer func() {
 		if r := recover(); r == nil {
