@@ -316,3 +316,63 @@ func TestCompressAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestLZ4AsCBlosc2 recompresses every LZ4 chunk that c-blosc2 2.23 wrote
+// into the frame fixtures, with the parameters its header records, and
+// wants the very same bytes back: our LZ4 encoder is lz4's
+// LZ4_compress_fast, which c-blosc2 calls with acceleration 1, and the
+// chunk layout around it (header, block starts, split streams, filters,
+// run streams) is c-blosc2's. Left out: LZ4HC chunks (the same format
+// code, another encoder), a shuffle recorded at typesize 1 (c-blosc2's
+// cparams keep it, its blosc2_compress drops it as we do:
+// withoutNoOpShuffle), and c-blosc2 3.3's chunks (its bitshuffle chunks
+// come out larger than 2.23's and ours).
+func TestLZ4AsCBlosc2(t *testing.T) {
+	n := 0
+	for _, fx := range loadFixtures(t) {
+		if fx.IsInvalid || fx.Kind != "b2frame" && fx.Kind != "sframe" && fx.Kind != "b2nd" ||
+			!strings.HasPrefix(fx.Producer, "c-blosc2 2.") || fx.Params["codec"] != "lz4" {
+			continue
+		}
+		chunks, _ := walkFrame(t, fx.Path)
+		for i, fc := range chunks {
+			if fc.data == nil {
+				continue
+			}
+			h, err := ParseHeader(fc.data)
+			if err != nil || h.Codec() != CodecLZ4 || h.Flags&flagMemcpyed != 0 || h.Special() != 0 || h.VLBlocks() {
+				continue
+			}
+			plain, err := Decompress(fc.data)
+			if err != nil {
+				t.Fatalf("%s chunk %d: %v", fx.Name, i, err)
+			}
+			if h.Typesize == 1 && slices.Contains(h.Filters[:], FilterShuffle) {
+				continue
+			}
+			p := Params{Codec: CodecLZ4, Clevel: 5, Typesize: int(h.Typesize), Blocksize: int(h.Blocksize), Split: SplitNever}
+			if h.Flags&flagDontSplit == 0 {
+				p.Split = SplitAlways
+			}
+			copy(p.Filters[:], h.Filters[:])
+			copy(p.FiltersMeta[:], h.FiltersMeta[:])
+			got, err := Compress(nil, plain, p)
+			if err != nil {
+				t.Errorf("%s chunk %d: %v", fx.Name, i, err)
+				continue
+			}
+			n++
+			if !bytes.Equal(got, fc.data[:h.Cbytes]) {
+				k := 0
+				for k < min(len(got), int(h.Cbytes)) && got[k] == fc.data[k] {
+					k++
+				}
+				t.Errorf("%s chunk %d (%s): %d bytes against c-blosc2's %d, first difference at byte %d", fx.Name, i, fx.Params["filters"], len(got), h.Cbytes, k)
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d LZ4 chunks of c-blosc2 compared", n)
+	}
+	t.Logf("%d LZ4 chunks of c-blosc2 recompressed", n)
+}
