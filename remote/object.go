@@ -207,6 +207,13 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) err
 		if o.opening.Load() {
 			fs = fs &^ (OpenWindow - 1)
 			fe = min(o.Size, (fe+OpenWindow-1)&^(OpenWindow-1))
+			if fe-fs < OpenWindow {
+				// A read near the end (a frame's trailer) takes a
+				// whole window before it too, where the index lies:
+				// cut at the window boundary, the index cost one more
+				// GET whenever the trailer began a window.
+				fs = max(0, fe-OpenWindow)
+			}
 			if o.Size <= SmallObject {
 				fs, fe = 0, o.Size
 			}

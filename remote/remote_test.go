@@ -557,3 +557,39 @@ func TestReadInPlace(t *testing.T) {
 		t.Error("lent bytes past the end")
 	}
 }
+
+// TestOpenTail: while an object opens, a read near its end (a frame's
+// trailer) also fetches a whole window before it, where the index lies,
+// whatever the object's size modulo the window: cut at the window
+// boundary, an object whose trailer began a window cost one GET more to
+// open (TestRequestCounts met it when a new LZ4 encoder moved a frame's
+// end by some KiB).
+func TestOpenTail(t *testing.T) {
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	s := newStore(t, srv.URL, "bkt", remote.Config{})
+	for _, size := range []int64{8*remote.OpenWindow + 100, 8*remote.OpenWindow + remote.OpenWindow/2, 9 * remote.OpenWindow} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i * 31)
+		}
+		key := "obj" + itoa(int(size))
+		srv.Put(key, data)
+		o, err := s.Open(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.ResetCounts()
+		// The trailer, then an index 40 KiB before the end.
+		for _, r := range [][2]int64{{size - 64, 64}, {size - 40<<10, 16 << 10}} {
+			b := make([]byte, r[1])
+			if _, err := o.ReadAt(b, r[0]); err != nil || !bytes.Equal(b, data[r[0]:r[0]+r[1]]) {
+				t.Fatalf("size %d: read at %d: %v", size, r[0], err)
+			}
+		}
+		if req, _ := srv.Counts(); req != 1 {
+			t.Errorf("size %d: trailer and index took %d GETs, want 1: %q", size, req, srv.Log())
+		}
+		o.Opened()
+	}
+}
