@@ -261,15 +261,15 @@ func (s *seqState) reader() int64 {
 	return r
 }
 
-// seqWindow is how far a READ may start from where the last one ended and
-// still count as sequential: the kernel sends read-ahead READs of up to
-// 1 MiB concurrently, and they may arrive out of order.
+// seqWindow is how far a READ may start from where one of the last READs
+// ends and still count as sequential: the kernel sends read-ahead READs
+// of up to 1 MiB concurrently, and they may arrive out of order.
 const seqWindow = 2 << 20
 
 // Read serves a READ from the decoded content. Corrupt data (or, remote,
 // an object that changed or a store that failed every try) gives EIO and
-// one log line naming the file and chunk or range. A read that starts
-// near where the last one ended is sequential: the kernel keeps its pages
+// one log line naming the file and chunk or range. A READ that continues
+// a stream (seqState) is sequential: the kernel keeps its pages
 // (KEEP_CACHE), so the blocks it has read whole leave the block cache, and
 // it starts read-ahead of the blocks after it.
 func (h *viewHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
