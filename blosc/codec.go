@@ -293,9 +293,10 @@ func encodeBloscLZ(dst, src []byte, clevel int) (int, error) {
 //
 // LZ4 uses pierrec's port of LZ4_compress_fast (lz4 1.10), which c-blosc2
 // calls with acceleration 1: chunks come out byte for byte as c-blosc2
-// 2.23 writes them (TestLZ4AsCBlosc2), and 1.5 times faster than with
-// pierrec's own compressor, whose three probes per step gained 0.1-0.8 %
-// of ratio on float64 series.
+// 2.23 writes them (TestLZ4AsCBlosc2). It is no slower than pierrec's own
+// compressor (1.3 times faster on BenchmarkCompress/f64/lz4), and sizes
+// differ by under 2 % either way (a float64 walk 1.5 % smaller, CSV text
+// 0.45 % larger).
 var (
 	lz4Compressors   = sync.Pool{New: func() any { return &lz4.CompressorCCompat{Acceleration: 1} }}
 	lz4HCCompressors = sync.Pool{New: func() any { return new(lz4.CompressorHC) }}

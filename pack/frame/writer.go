@@ -64,7 +64,8 @@ type entry struct {
 // chunks as they are added, then at Close the index chunk and the trailer,
 // and finally the header again with the sizes. Output goes through a
 // 1 MiB buffer, chunks of 64 KiB or more straight to w; besides it the
-// Writer keeps only a small index entry per chunk. A Writer is not safe for concurrent use.
+// Writer keeps only a small index entry per chunk. A Writer is not safe
+// for concurrent use.
 type Writer struct {
 	w       io.WriteSeeker
 	bw      *bufio.Writer
