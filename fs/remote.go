@@ -39,7 +39,6 @@ type RemoteFS struct {
 	store  *remote.Store
 	prefix string // "" or ending in "/"
 	probes *lru.Cache[string, *probe]
-	start  time.Time
 	uid    uint32
 	gid    uint32
 }
@@ -68,7 +67,6 @@ func NewRemote(store *remote.Store, prefix string, opts Options) (gofs.InodeEmbe
 		f:      f,
 		store:  store,
 		prefix: prefix,
-		start:  time.Now(),
 		uid:    uint32(os.Getuid()),
 		gid:    uint32(os.Getgid()),
 	}
@@ -388,7 +386,7 @@ func (d *remoteDir) fill(a *fuse.Attr) {
 	a.Mode = syscall.S_IFDIR | 0o555
 	a.Nlink = 2
 	a.Uid, a.Gid = d.r.uid, d.r.gid
-	t := d.r.start
+	t := d.r.f.stats.start // the mount's
 	a.SetTimes(&t, &t, &t)
 	a.Blksize = preferredIO
 }
