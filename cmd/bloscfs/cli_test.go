@@ -234,6 +234,17 @@ func TestPackPolish(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(string(r.stderr), "unpacked "+in+".b2frame → "+in+".back: 1.91 MiB plain") {
 		t.Errorf("unpack summary: exit %d, %q", r.code, r.stderr)
 	}
+	// To a device the summary gives the plain size all the same (it
+	// said "0 B plain", the device's size), and pack, whose header is
+	// completed by seeking back, refuses a device with a reason.
+	r = bloscfs(t, "unpack", "-f", in+".b2frame", os.DevNull)
+	if r.code != 0 || !regexp.MustCompile(`^unpacked \S+/data.b2frame → /dev/null: 1.91 MiB plain, [0-9.]+ KiB stored \(ratio [0-9.]+\)`).Match(r.stderr) {
+		t.Errorf("unpack to %s: exit %d, %q", os.DevNull, r.code, r.stderr)
+	}
+	r = bloscfs(t, "pack", "-f", in, os.DevNull)
+	if r.code != 1 || !strings.Contains(string(r.stderr), os.DevNull+": not a regular file") {
+		t.Errorf("pack to %s: exit %d, %q", os.DevNull, r.code, r.stderr)
+	}
 	// A container is not packed again without -f.
 	r = bloscfs(t, "pack", in+".b2frame")
 	if r.code != 1 || !strings.Contains(string(r.stderr), "already a b2frame container") || fileExists(in+".b2frame.b2frame") {

@@ -200,6 +200,11 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	if in == "-" {
 		perm = 0o644
 	}
+	if st, err := os.Stat(out); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		// A device or pipe: the header is completed last, by seeking
+		// back, and the frame is then cut to its length.
+		return fmt.Errorf("%s: not a regular file: a container's header is completed after its chunks, so pack writes only to a file", out)
+	}
 	dst, err := createAtomic(out, *force, perm)
 	if err != nil {
 		return err
@@ -209,7 +214,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		if *quiet {
 			return nil
 		}
-		return printSummary(stderr, "packed", in, size, out, start)
+		return printSummary(stderr, "packed", in, out, size, -1, start)
 	}
 
 	if *format == "b2nd" {
@@ -318,25 +323,29 @@ func containerName(f *os.File, name string) string {
 }
 
 // printSummary prints what pack or unpack made: names, sizes, ratio and
-// speed.
-func printSummary(w io.Writer, verb, in string, plain int64, out string, start time.Time) error {
-	st, err := os.Stat(out)
-	if err != nil {
-		return nil // a device or pipe: nothing to say
-	}
-	stored, d := st.Size(), time.Since(start).Seconds()
-	if verb == "unpacked" {
-		plain, stored = st.Size(), plain
-	}
-	ratio := 0.0
-	if stored > 0 {
-		ratio = float64(plain) / float64(stored)
+// speed. plain is the plain size; stored is the container's size, or -1
+// for pack, whose output's size is then taken from the file it made (a
+// device or a pipe has none to tell, and the line leaves it out).
+func printSummary(w io.Writer, verb, in, out string, plain, stored int64, start time.Time) error {
+	d := time.Since(start).Seconds()
+	if stored < 0 {
+		if st, err := os.Stat(out); err == nil && st.Mode().IsRegular() {
+			stored = st.Size()
+		}
 	}
 	if in == "-" {
 		in = "standard input"
 	}
-	fmt.Fprintf(w, "%s %s → %s: %s plain, %s stored (ratio %.2f) in %.2f s (%s/s)\n",
-		verb, in, out, humanBytes(plain), humanBytes(stored), ratio, d, humanBytes(int64(float64(plain)/max(d, 1e-9))))
+	sizes := humanBytes(plain) + " plain"
+	if stored >= 0 {
+		ratio := 0.0
+		if stored > 0 {
+			ratio = float64(plain) / float64(stored)
+		}
+		sizes += fmt.Sprintf(", %s stored (ratio %.2f)", humanBytes(stored), ratio)
+	}
+	fmt.Fprintf(w, "%s %s → %s: %s in %.2f s (%s/s)\n",
+		verb, in, out, sizes, d, humanBytes(int64(float64(plain)/max(d, 1e-9))))
 	return nil
 }
 

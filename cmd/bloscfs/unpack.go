@@ -94,5 +94,5 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	} else {
 		stored = v.Container.Info().StoredSize
 	}
-	return printSummary(stderr, "unpacked", in, stored, out, start)
+	return printSummary(stderr, "unpacked", in, out, v.Size, stored, start)
 }
