@@ -1,10 +1,13 @@
 package remote
 
 import (
+	"bytes"
 	"container/list"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,9 +21,19 @@ import (
 // of bucket, key and ETag, so that a replaced object never matches), one
 // file per range (named start-length). The least recently used ranges go
 // when the total passes the bound.
+//
+// Each file ends in a trailer: a magic and the CRC-32C of the folder's
+// name, the range's start and length, and its bytes. A range is served
+// only when its trailer checks out. Files are renamed into place without
+// an fsync (a cache is not worth one per GET), so after a crash a file may
+// have its full length and the wrong contents (XFS fills such files with
+// zeros); a disk may rot, and a user may copy a cache directory about. A
+// range that fails its check is dropped, logged and fetched again, as
+// mountpoint-s3's disk cache does with its per-block checksums.
 type diskCache struct {
-	dir string
-	max int64
+	dir  string
+	max  int64
+	logf func(format string, args ...any) // a range that fails its check
 
 	mu    sync.Mutex
 	used  int64
@@ -30,8 +43,37 @@ type diskCache struct {
 
 type diskExtent struct {
 	obj        string // folder name
-	start, len int64
+	start, len int64  // the range (the file holds len + trailerLen bytes)
 	elem       *list.Element
+	gone       bool // dropped from the index
+}
+
+// trailerMagic starts a cached range's trailer; the CRC-32C follows it.
+var trailerMagic = [4]byte{'b', 'f', 'r', '1'}
+
+// trailerLen is the size of a cached range's trailer.
+const trailerLen = 8
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// rangeSum is the checksum a cached range's trailer carries: it covers the
+// range's identity as well as its bytes, so that a file moved to another
+// name does not pass either.
+func rangeSum(obj string, start int64, data []byte) uint32 {
+	var id [16]byte
+	binary.LittleEndian.PutUint64(id[:], uint64(start))
+	binary.LittleEndian.PutUint64(id[8:], uint64(len(data)))
+	h := crc32.Update(0, castagnoli, []byte(obj))
+	h = crc32.Update(h, castagnoli, id[:])
+	return crc32.Update(h, castagnoli, data)
+}
+
+// trailer returns the trailer of a range.
+func trailer(obj string, start int64, data []byte) []byte {
+	t := make([]byte, trailerLen)
+	copy(t, trailerMagic[:])
+	binary.LittleEndian.PutUint32(t[4:], rangeSum(obj, start, data))
+	return t
 }
 
 func (e *diskExtent) path(dir string) string {
@@ -40,11 +82,11 @@ func (e *diskExtent) path(dir string) string {
 
 // openDiskCache indexes what dir holds (creating it), dropping temp
 // files and ranges past the bound.
-func openDiskCache(dir string, max int64) (*diskCache, error) {
+func openDiskCache(dir string, max int64, logf func(string, ...any)) (*diskCache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cache dir: %w", err)
 	}
-	c := &diskCache{dir: dir, max: max, lru: list.New(), byObj: map[string][]*diskExtent{}}
+	c := &diskCache{dir: dir, max: max, logf: logf, lru: list.New(), byObj: map[string][]*diskExtent{}}
 	objs, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("cache dir: %w", err)
@@ -64,8 +106,10 @@ func openDiskCache(dir string, max int64) (*diskCache, error) {
 			start, err1 := strconv.ParseInt(s, 10, 64)
 			n, err2 := strconv.ParseInt(l, 10, 64)
 			info, err3 := f.Info()
-			if !ok || err1 != nil || err2 != nil || err3 != nil || info.Size() != n {
-				os.Remove(filepath.Join(dir, o.Name(), f.Name())) // a temp file or a torn write
+			if !ok || err1 != nil || err2 != nil || err3 != nil || n <= 0 || info.Size() != n+trailerLen {
+				// A temp file, a torn write, or a range of a version
+				// without trailers.
+				os.Remove(filepath.Join(dir, o.Name(), f.Name()))
 				continue
 			}
 			all = append(all, found{&diskExtent{obj: o.Name(), start: start, len: n}, info.ModTime().UnixNano()})
@@ -100,28 +144,38 @@ func (c *diskCache) addLocked(e *diskExtent, front bool) {
 	} else {
 		e.elem = c.lru.PushBack(e)
 	}
-	c.used += e.len
+	c.used += e.len + trailerLen
 }
 
 func (c *diskCache) evictLocked() {
 	for c.used > c.max && c.lru.Len() > 0 {
-		e := c.lru.Back().Value.(*diskExtent)
-		c.lru.Remove(e.elem)
-		c.used -= e.len
-		exts := c.byObj[e.obj]
-		for i, x := range exts {
-			if x == e {
-				exts = append(exts[:i], exts[i+1:]...)
-				break
-			}
+		c.dropLocked(c.lru.Back().Value.(*diskExtent))
+	}
+}
+
+// dropLocked removes e from the index and its file from the directory.
+func (c *diskCache) dropLocked(e *diskExtent) {
+	if e.gone {
+		return
+	}
+	e.gone = true
+	c.lru.Remove(e.elem)
+	c.used -= e.len + trailerLen
+	exts := c.byObj[e.obj]
+	for i, x := range exts {
+		if x == e {
+			exts = append(exts[:i], exts[i+1:]...)
+			break
 		}
-		if len(exts) == 0 {
-			delete(c.byObj, e.obj)
-			os.Remove(filepath.Join(c.dir, e.obj)) // if empty
-		} else {
-			c.byObj[e.obj] = exts
-		}
-		os.Remove(e.path(c.dir))
+	}
+	if len(exts) == 0 {
+		delete(c.byObj, e.obj)
+	} else {
+		c.byObj[e.obj] = exts
+	}
+	os.Remove(e.path(c.dir))
+	if len(exts) == 0 {
+		os.Remove(filepath.Join(c.dir, e.obj)) // if empty
 	}
 }
 
@@ -147,15 +201,25 @@ func (c *diskCache) get(cacheID string, off int64) (int64, []byte) {
 		return 0, nil
 	}
 	b, err := os.ReadFile(e.path(c.dir))
-	if err != nil || int64(len(b)) != e.len {
+	if err != nil {
+		return 0, nil // evicted meanwhile, or unreadable: fetch it
+	}
+	if n := int64(len(b)) - trailerLen; n != e.len || !bytes.Equal(b[n:n+4], trailerMagic[:]) ||
+		binary.LittleEndian.Uint32(b[n+4:]) != rangeSum(obj, e.start, b[:n]) {
+		if c.logf != nil {
+			c.logf("cache dir: %s: checksum mismatch, dropped (fetched again)", e.path(c.dir))
+		}
+		c.mu.Lock()
+		c.dropLocked(e)
+		c.mu.Unlock()
 		return 0, nil
 	}
-	return e.start, b
+	return e.start, b[:e.len:e.len]
 }
 
 // put stores a fetched range (errors only cost the cache).
 func (c *diskCache) put(cacheID string, start int64, data []byte) {
-	if int64(len(data)) > c.max || len(data) == 0 {
+	if int64(len(data))+trailerLen > c.max || len(data) == 0 {
 		return
 	}
 	e := &diskExtent{obj: objName(cacheID), start: start, len: int64(len(data))}
@@ -167,6 +231,9 @@ func (c *diskCache) put(cacheID string, start int64, data []byte) {
 		return
 	}
 	_, err = tmp.Write(data)
+	if err == nil {
+		_, err = tmp.Write(trailer(e.obj, start, data))
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

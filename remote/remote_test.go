@@ -474,6 +474,60 @@ func TestCacheDir(t *testing.T) {
 	if req, byt := srv.Counts(); req != 1 || byt != 0 { // the HEAD of open
 		t.Errorf("read after a remount: %d requests, %d bytes", req, byt)
 	}
+	// A cached range that fails its check is dropped, logged and fetched
+	// again, never served: a flipped byte (rot); a file of its full
+	// length filled with zeros (what XFS leaves of a file renamed into
+	// place without an fsync when the machine crashes); a file without
+	// its trailer (as this cache wrote before it had one), dropped when
+	// the directory is indexed.
+	for _, c := range []struct {
+		name    string
+		corrupt func(path string)
+		log     string
+	}{
+		{"a flipped byte", func(p string) {
+			b, _ := os.ReadFile(p)
+			b[len(b)/3] ^= 0x40
+			os.WriteFile(p, b, 0o600)
+		}, "checksum mismatch"},
+		{"zeros", func(p string) {
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, make([]byte, len(b)), 0o600)
+		}, "checksum mismatch"},
+		{"no trailer", func(p string) {
+			info, _ := os.Stat(p)
+			os.Truncate(p, info.Size()-8)
+		}, ""},
+	} {
+		files := cachedFiles(t, dir)
+		if len(files) == 0 {
+			t.Fatalf("%s: nothing cached", c.name)
+		}
+		for _, f := range files {
+			c.corrupt(f)
+		}
+		var logged bytes.Buffer
+		s := newStore(t, srv.URL, "bkt", remote.Config{CacheDir: dir, CacheDirSize: 1 << 20, ReadAheadMax: -1, Logger: log.New(&logged, "", 0)})
+		srv.ResetCounts()
+		if b, err := read(s); err != nil || !bytes.Equal(b, data[1<<20:1<<20+100000]) {
+			t.Fatalf("%s: read: %v, right bytes: %v", c.name, err, bytes.Equal(b, data[1<<20:1<<20+100000]))
+		}
+		if _, byt := srv.Counts(); byt < 100000 {
+			t.Errorf("%s: %d bytes fetched: the damaged cache served the read", c.name, byt)
+		}
+		if !strings.Contains(logged.String(), c.log) || c.log == "" && logged.Len() != 0 {
+			t.Errorf("%s: logged %q, want %q", c.name, logged.String(), c.log)
+		}
+		// Fetched again and cached again: the next mount reads from it.
+		s = newStore(t, srv.URL, "bkt", remote.Config{CacheDir: dir, CacheDirSize: 1 << 20, ReadAheadMax: -1})
+		srv.ResetCounts()
+		if b, err := read(s); err != nil || !bytes.Equal(b, data[1<<20:1<<20+100000]) {
+			t.Fatalf("%s: read after the repair: %v", c.name, err)
+		}
+		if req, byt := srv.Counts(); req != 1 || byt != 0 {
+			t.Errorf("%s: read after the repair: %d requests, %d bytes", c.name, req, byt)
+		}
+	}
 	// A replaced object is fetched anew.
 	data2 := bytes.Repeat([]byte{9}, 3<<20)
 	srv.Put("k", data2)
@@ -493,6 +547,19 @@ func TestCacheDir(t *testing.T) {
 	if total > 1<<20 {
 		t.Errorf("the cache dir holds %d bytes, bound 1 MiB", total)
 	}
+}
+
+// cachedFiles lists the ranges a cache directory holds.
+func cachedFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	return files
 }
 
 // TestList100k lists a prefix of 100,000 objects (100 pages).

@@ -53,7 +53,8 @@ type Config struct {
 	// object's ETag, so a replaced object never matches.
 	CacheDir     string
 	CacheDirSize int64
-	// Logger receives one line per failed read (default: stderr).
+	// Logger receives one line per failed read, and per range of the
+	// cache directory that fails its checksum (default: stderr).
 	Logger *log.Logger
 }
 
@@ -201,7 +202,7 @@ func New(ctx context.Context, bucket string, cfg Config) (*Store, error) {
 		if cfg.CacheDirSize <= 0 {
 			cfg.CacheDirSize = 4 << 30
 		}
-		if st.disk, err = openDiskCache(cfg.CacheDir, cfg.CacheDirSize); err != nil {
+		if st.disk, err = openDiskCache(cfg.CacheDir, cfg.CacheDirSize, cfg.Logger.Printf); err != nil {
 			return nil, err
 		}
 	}
