@@ -161,20 +161,9 @@ func (c *diskCache) dropLocked(e *diskExtent) {
 	e.gone = true
 	c.lru.Remove(e.elem)
 	c.used -= e.len + trailerLen
-	exts := c.byObj[e.obj]
-	for i, x := range exts {
-		if x == e {
-			exts = append(exts[:i], exts[i+1:]...)
-			break
-		}
-	}
-	if len(exts) == 0 {
-		delete(c.byObj, e.obj)
-	} else {
-		c.byObj[e.obj] = exts
-	}
+	left := unindex(c.byObj, e.obj, e)
 	os.Remove(e.path(c.dir))
-	if len(exts) == 0 {
+	if left == 0 {
 		os.Remove(filepath.Join(c.dir, e.obj)) // if empty
 	}
 }

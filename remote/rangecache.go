@@ -100,7 +100,13 @@ func (c *rangeCache) removeLocked(e *extent) {
 	c.lru.Remove(e.elem)
 	c.used -= int64(cap(e.buf.b))
 	e.buf.release()
-	exts := c.byObj[e.obj]
+	unindex(c.byObj, e.obj, e)
+}
+
+// unindex removes e from the ranges of obj in idx, and obj from idx when
+// none are left; it returns how many are left.
+func unindex[E comparable](idx map[string][]E, obj string, e E) int {
+	exts := idx[obj]
 	for i, x := range exts {
 		if x == e {
 			exts = append(exts[:i], exts[i+1:]...)
@@ -108,10 +114,11 @@ func (c *rangeCache) removeLocked(e *extent) {
 		}
 	}
 	if len(exts) == 0 {
-		delete(c.byObj, e.obj)
+		delete(idx, obj)
 	} else {
-		c.byObj[e.obj] = exts
+		idx[obj] = exts
 	}
+	return len(exts)
 }
 
 // dropBefore forgets the ranges of obj that end at or before off.
