@@ -37,15 +37,14 @@ func (s *Store) List(ctx context.Context, prefix string) (*Listing, error) {
 	}
 	s.listMu.Unlock()
 	e.once.Do(func() {
-		e.l, e.err = s.list(ctx, prefix)
-		e.at = time.Now()
-		if e.err != nil {
-			s.listMu.Lock()
-			if s.lists[prefix] == e {
-				delete(s.lists, prefix) // errors are not cached
-			}
-			s.listMu.Unlock()
+		l, err := s.list(ctx, prefix)
+		// Under listMu: a List of the same prefix reads them there.
+		s.listMu.Lock()
+		e.l, e.err, e.at = l, err, time.Now()
+		if err != nil && s.lists[prefix] == e {
+			delete(s.lists, prefix) // errors are not cached
 		}
+		s.listMu.Unlock()
 	})
 	return e.l, e.err
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -580,6 +581,36 @@ func TestList100k(t *testing.T) {
 	if req, _ := s.Stats().Snapshot(); req != 100 {
 		t.Errorf("%d requests, want 100 pages", req)
 	}
+}
+
+// TestListConcurrent: Lists of one prefix at once, while its listing is
+// being fetched and as it expires, share listings and agree (under -race
+// this caught the listing's fields written outside the lock its readers
+// take).
+func TestListConcurrent(t *testing.T) {
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	for i := range 50 {
+		srv.Put("d/"+strconv.Itoa(i), nil)
+	}
+	s := newStore(t, srv.URL, "bkt", remote.Config{DirCache: time.Nanosecond})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				l, err := s.List(context.Background(), "d/")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(l.Objects) != 50 {
+					t.Errorf("listing of %d objects, want 50", len(l.Objects))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // TestReadInPlace: bytes already in the range cache are lent where they
