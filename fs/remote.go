@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -424,12 +425,26 @@ type openState struct {
 	obj   *remote.Object
 	view  io.ReaderAt // an *all.View, or the object itself (shown raw)
 	plain int64       // the size shown
+
+	// replaced is set when a newer version of the object is opened on
+	// the node. The kernel keeps one page cache per file, which the
+	// handles of both versions read: from then on this version's reads
+	// fail rather than put its bytes there (see Open).
+	replaced atomic.Bool
+}
+
+// errReplaced is the error of a read of a version replaced since.
+func (st *openState) errReplaced() error {
+	return fmt.Errorf("%s: replaced since this handle opened it (a new open reads the new version): %w", st.obj.Name(), remote.ErrChanged)
 }
 
 var _ = (viewContent)((*openState)(nil))
 
 // readAt reads the version opened, within its size.
 func (st *openState) readAt(p []byte, off int64, once bool) (int, error) {
+	if st.replaced.Load() {
+		return 0, st.errReplaced()
+	}
 	if off >= st.plain {
 		return 0, io.EOF
 	}
@@ -446,7 +461,7 @@ func (st *openState) readAt(p []byte, off int64, once bool) (int, error) {
 // prefetch decodes blocks of a container ahead (their compressed bytes
 // come from the object's own read-ahead GETs).
 func (st *openState) prefetch(off, size int64, reader func() int64) {
-	if v, ok := st.view.(*all.View); ok {
+	if v, ok := st.view.(*all.View); ok && !st.replaced.Load() {
 		v.Prefetch(off, size, reader)
 	}
 }
@@ -556,6 +571,15 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	// (cur), whatever a listing has learned since: compare with that.
 	stale := cur != nil && cur.obj.ETag != info.ETag
 	changed := n.info.ETag != info.ETag || stale
+	if stale {
+		// The handles of the old version fail from now on: a read of
+		// theirs arriving after this would fill the kernel's page cache,
+		// which this open is about to drop, with old bytes for the new
+		// handle to find. Reads of theirs already under way hold their
+		// pages locked, and the kernel drops those pages once they are
+		// done.
+		cur.replaced.Store(true)
+	}
 	n.info, n.cur = info, st
 	if n.sparse != "" {
 		n.pr = n.r.probeSparse(n.sparse)

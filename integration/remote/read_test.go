@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -493,6 +494,59 @@ func TestFaults(t *testing.T) {
 	// The daemon still serves.
 	if _, err := os.ReadDir(m.dir); err != nil {
 		t.Errorf("after the faults: %v", err)
+	}
+}
+
+// TestReplacedWhileOpen: an object is replaced while a handle has it
+// open, and a new open sees the new version. The old handle's reads get
+// EIO from then on, even of bytes still in the daemon's caches: served,
+// they would go into the kernel's page cache of the file, which the new
+// handle reads too, and it would get old bytes at some offsets and new
+// ones at others.
+func TestReplacedWhileOpen(t *testing.T) {
+	s := newStore(t, bucket)
+	key := "replaced-open/series.bin"
+	old := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB
+	if err := s.Upload(context.Background(), key, bytes.NewReader(old)); err != nil {
+		t.Fatal(err)
+	}
+	m := mountRemote(t, "s3://"+bucket)
+	f1, err := os.Open(m.path(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f1.Close()
+	// The whole old version, now in the daemon's range cache.
+	if got, err := io.ReadAll(f1); err != nil || !bytes.Equal(got, old) {
+		t.Fatalf("reading the old version: %v", err)
+	}
+	repl := bytes.Repeat([]byte("ZYXWVUTSRQPONMLK"), 1<<18)
+	if err := s.Upload(context.Background(), key, bytes.NewReader(repl)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the kernel's attribute cache
+	f2, err := os.Open(m.path(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Close()
+	b := make([]byte, 4096)
+	for _, off := range []int64{1 << 20, 3<<20 + 12345} {
+		_, err := f1.ReadAt(b, off)
+		if err == nil {
+			t.Errorf("old handle, read at %d after a new open saw the replacement: no error (old bytes %v)", off, bytes.Equal(b, old[off:off+4096]))
+		} else if !errors.Is(err, syscall.EIO) {
+			t.Errorf("old handle, read at %d: %v, want EIO", off, err)
+		}
+		if _, err := f2.ReadAt(b, off); err != nil || !bytes.Equal(b, repl[off:off+4096]) {
+			t.Errorf("new handle, read at %d: %v, new bytes %v, old bytes %v", off, err, bytes.Equal(b, repl[off:off+4096]), bytes.Equal(b, old[off:off+4096]))
+		}
+	}
+	if got, err := io.ReadAll(f2); err != nil || !bytes.Equal(got, repl) {
+		t.Errorf("new handle, whole file: %v, new bytes %v", err, bytes.Equal(got, repl))
+	}
+	if !strings.Contains(m.logText(), "replaced") {
+		t.Errorf("no log line for the old handle's reads:\n%s", m.logText())
 	}
 }
 
