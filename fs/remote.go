@@ -146,6 +146,15 @@ func ino(s string) uint64 {
 	return h.Sum64() | 1<<63 // apart from small numbers (the root is 1)
 }
 
+// gen numbers a version of an object (by its ETag): a node is one
+// version of one key, so that a replaced object becomes a new node, and
+// the kernel gives it a page cache of its own (see remoteFile.Open).
+func gen(etag string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(etag))
+	return h.Sum64()
+}
+
 // probe opens an object version once and records whether it is a
 // readable container. A failure is logged once: the object is then shown
 // raw under its own name.
@@ -347,7 +356,7 @@ func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		}
 		n := &remoteFile{r: d.r, info: sl.Objects[frame.IndexFile], sparse: p, pr: d.r.probeSparse(p)}
 		n.fill(&out.Attr)
-		return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(p)}), 0
+		return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(p), Gen: gen(n.info.ETag)}), 0
 	}
 	if e.dir {
 		p := d.prefix + e.disk + "/"
@@ -361,7 +370,7 @@ func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		n.pr = d.r.probe(info)
 	}
 	n.fill(&out.Attr)
-	return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(info.Key)}), 0
+	return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(info.Key), Gen: gen(info.ETag)}), 0
 }
 
 // Readdir lists the directory with mapped names.
@@ -417,6 +426,9 @@ type remoteFile struct {
 	info remote.ObjectInfo // the object, or a sparse frame's index
 	pr   *probe            // nil or !ok: shown raw
 	cur  *openState        // the version handles open, shared
+	// staleFor is the ETag of the newer version this node last answered
+	// an open of with ESTALE (see Open).
+	staleFor string
 }
 
 // openState is one opened version of an object: the content its
@@ -536,6 +548,26 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	}
 	if cur != nil && cur.obj.ETag == info.ETag && !cur.obj.Changed() {
 		return n.newHandle(cur), fuse.FOPEN_KEEP_CACHE, 0
+	}
+	if cur != nil && cur.obj.ETag != info.ETag {
+		// The object was replaced since this node's version was opened.
+		// The kernel keeps one page cache per node, which the handles of
+		// both versions would read: the new version gets a node of its
+		// own. ESTALE makes the kernel look the name up again (once,
+		// with LOOKUP_REVAL); the listing, dropped here, then gives the
+		// new ETag and Lookup a node of the new generation, while the
+		// handles open on this one keep reading the old version (or get
+		// EIO once a GET meets the change). Should the kernel come back
+		// to this node all the same, the new version is opened on it
+		// below, and the old one's handles fail from then on.
+		n.mu.Lock()
+		retry := n.staleFor != info.ETag
+		n.staleFor = info.ETag
+		n.mu.Unlock()
+		if retry {
+			n.r.store.Invalidate(n.r.prefixOf(key))
+			return nil, 0, syscall.ESTALE
+		}
 	}
 	st := &openState{obj: n.r.store.OpenInfo(info), plain: info.Size}
 	st.view = st.obj

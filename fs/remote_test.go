@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +21,9 @@ import (
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/remote"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // TestRemoteInProcess mounts an in-process fake bucket holding the
@@ -116,5 +120,87 @@ func TestRemoteInProcess(t *testing.T) {
 	}
 	if _, err := os.Create(filepath.Join(mnt, "new")); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("create: %v, want EROFS", err)
+	}
+}
+
+// TestRemoteReplacedSameNode: an open of a replaced object on the node of
+// its old version answers ESTALE once (the kernel then looks the name up
+// again and gets a node of the new version); an open that comes back to
+// the same node all the same opens the new version there, without
+// KEEP_CACHE, and the old version's handles get EIO from then on, even
+// for bytes the daemon holds: they would go into the page cache the new
+// handles read.
+func TestRemoteReplacedSameNode(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting needs root (go-fuse DirectMount)")
+	}
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	old := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	repl := bytes.Repeat([]byte("ZYXWVUTSRQPONMLK"), 1<<16)
+	srv.Put("d/k.bin", old)
+	logs := &syncBuffer{}
+	store, err := remote.New(context.Background(), "bkt", remote.Config{Endpoint: srv.URL, Anonymous: true, Logger: log.New(logs, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.Logger = log.New(logs, "", 0)
+	root, _ := NewRemote(store, "d", opts)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	server, err := gofs.Mount(mnt, root, &gofs.Options{MountOptions: fuse.MountOptions{DirectMount: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := server.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	f1, err := os.Open(filepath.Join(mnt, "k.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f1.Close()
+	if got, err := io.ReadAll(f1); err != nil || !bytes.Equal(got, old) {
+		t.Fatalf("reading the old version: %v", err)
+	}
+	srv.Put("d/k.bin", repl)
+	ch := root.EmbeddedInode().GetChild("k.bin")
+	if ch == nil {
+		t.Fatal("no node for k.bin")
+	}
+	n := ch.Operations().(*remoteFile)
+	ctx := context.Background()
+	if _, _, errno := n.Open(ctx, syscall.O_RDONLY); errno != syscall.ESTALE {
+		t.Fatalf("first open of the replaced object on the old node: %v, want ESTALE", errno)
+	}
+	fh, fl, errno := n.Open(ctx, syscall.O_RDONLY)
+	if errno != 0 {
+		t.Fatalf("open coming back to the old node: %v", errno)
+	}
+	h := fh.(*remoteHandle)
+	defer h.Release(ctx)
+	if fl&fuse.FOPEN_KEEP_CACHE != 0 {
+		t.Errorf("the new version opened on the old node keeps the kernel's cached pages")
+	}
+	buf := make([]byte, 4096)
+	rr, errno := h.Read(ctx, buf, 8192)
+	if errno != 0 {
+		t.Fatalf("new version: %v", errno)
+	}
+	if got, _ := rr.Bytes(buf); !bytes.Equal(got, repl[8192:8192+4096]) {
+		t.Errorf("new version: wrong bytes")
+	}
+	// The old handle: its bytes are all in the daemon's range cache, and
+	// still it gets EIO.
+	unix.Fadvise(int(f1.Fd()), 0, 0, unix.FADV_DONTNEED)
+	if _, err := f1.ReadAt(buf, 8192); !errors.Is(err, syscall.EIO) {
+		t.Errorf("old handle after the new version was opened on its node: %v, want EIO", err)
+	}
+	if !strings.Contains(logs.String(), "replaced since this handle opened it") {
+		t.Errorf("no log line for the old handle's read:\n%s", logs.String())
 	}
 }
