@@ -14,6 +14,7 @@ import (
 
 	bfs "github.com/bloscfs/bloscfs/fs"
 	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"golang.org/x/sys/unix"
 )
 
 // TestHelp: help goes to stdout with exit 0, for the whole command and
@@ -235,16 +236,28 @@ func TestPackPolish(t *testing.T) {
 		t.Errorf("unpack summary: exit %d, %q", r.code, r.stderr)
 	}
 	// To a device the summary gives the plain size all the same (it
-	// said "0 B plain", the device's size), and pack, whose header is
-	// completed by seeking back, refuses a device with a reason.
+	// said "0 B plain", the device's size). pack writes to a device it
+	// can seek in (it failed to cut /dev/null to the frame's length),
+	// and refuses a FIFO, whose header it could not complete, at once.
 	r = bloscfs(t, "unpack", "-f", in+".b2frame", os.DevNull)
 	if r.code != 0 || !regexp.MustCompile(`^unpacked \S+/data.b2frame → /dev/null: 1.91 MiB plain, [0-9.]+ KiB stored \(ratio [0-9.]+\)`).Match(r.stderr) {
 		t.Errorf("unpack to %s: exit %d, %q", os.DevNull, r.code, r.stderr)
 	}
-	r = bloscfs(t, "pack", "-f", in, os.DevNull)
-	if r.code != 1 || !strings.Contains(string(r.stderr), os.DevNull+": not a regular file") {
-		t.Errorf("pack to %s: exit %d, %q", os.DevNull, r.code, r.stderr)
+	for _, f := range []string{"b2frame", "blp"} {
+		r = bloscfs(t, "pack", "-f", "--format", f, "--typesize", "1", in, os.DevNull)
+		if r.code != 0 || !regexp.MustCompile(`^packed \S+/data → /dev/null: 1.91 MiB plain in [0-9.]+ s`).Match(r.stderr) {
+			t.Errorf("pack --format %s to %s: exit %d, %q", f, os.DevNull, r.code, r.stderr)
+		}
 	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = bloscfs(t, "pack", "-f", in, fifo)
+	if r.code != 1 || !strings.Contains(string(r.stderr), fifo+": cannot seek in it") {
+		t.Errorf("pack to a FIFO: exit %d, %q", r.code, r.stderr)
+	}
+	os.Remove(fifo)
 	// A container is not packed again without -f.
 	r = bloscfs(t, "pack", in+".b2frame")
 	if r.code != 1 || !strings.Contains(string(r.stderr), "already a b2frame container") || fileExists(in+".b2frame.b2frame") {

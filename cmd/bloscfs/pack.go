@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -176,6 +177,12 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 
+	// A FIFO or socket cannot take a container, whose header is completed
+	// after its chunks by seeking back: refused before standard input is
+	// spooled, and before an open that would wait for a reader.
+	if st, err := os.Stat(out); err == nil && st.Mode()&(os.ModeNamedPipe|os.ModeSocket) != 0 {
+		return fmt.Errorf("%s: %w", out, errUnseekable)
+	}
 	start := time.Now()
 	var src *os.File
 	var st os.FileInfo
@@ -200,16 +207,21 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	if in == "-" {
 		perm = 0o644
 	}
-	if st, err := os.Stat(out); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
-		// A device or pipe: the header is completed last, by seeking
-		// back, and the frame is then cut to its length.
-		return fmt.Errorf("%s: not a regular file: a container's header is completed after its chunks, so pack writes only to a file", out)
-	}
 	dst, err := createAtomic(out, *force, perm)
 	if err != nil {
 		return err
 	}
 	defer dst.Abort()
+	// A device is written in place. One that cannot seek (a terminal) is
+	// refused; one that can (a disk, /dev/null) is not cut to the
+	// container's length at the end, as a file is.
+	var w io.WriteSeeker = dst
+	if dst.inPlace {
+		if _, err := dst.Seek(0, io.SeekCurrent); err != nil {
+			return fmt.Errorf("%s: %w", out, errUnseekable)
+		}
+		w = struct{ io.WriteSeeker }{dst}
+	}
 	summary := func() error {
 		if *quiet {
 			return nil
@@ -218,7 +230,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	}
 
 	if *format == "b2nd" {
-		if err := packArray(src, in, dst, p, *chunkShape, *blockShape, stderr); err != nil {
+		if err := packArray(src, in, w, p, *chunkShape, *blockShape, stderr); err != nil {
 			return err
 		}
 		if err := dst.Commit(); err != nil {
@@ -237,24 +249,24 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: checksum %q", errUsage, *checksum)
 		}
 		bp.Checksum = id
-		w, err := bloscpack.NewWriter(dst, size, bp)
+		bw, err := bloscpack.NewWriter(w, size, bp)
 		if err != nil {
 			return fmt.Errorf("%s: %w", out, err)
 		}
-		add = func(raw []byte) error { return w.AddRawChunk(raw, nil) }
-		closeW = w.Close
+		add = func(raw []byte) error { return bw.AddRawChunk(raw, nil) }
+		closeW = bw.Close
 		if size == 0 {
 			cs = 0
 		} else {
 			cs = min(cs, size) // bloscpack shrinks the chunk size to the data
 		}
 	} else {
-		w, err := frame.NewWriter(dst, frame.Params{Chunk: p, ChunkSize: int(cs)})
+		fw, err := frame.NewWriter(w, frame.Params{Chunk: p, ChunkSize: int(cs)})
 		if err != nil {
 			return fmt.Errorf("%s: %w", out, err)
 		}
-		add = w.AddRawChunk
-		closeW = w.Close
+		add = fw.AddRawChunk
+		closeW = fw.Close
 	}
 	n := 0
 	if size > 0 {
@@ -292,6 +304,9 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	}
 	return summary()
 }
+
+// errUnseekable refuses an OUT that pack cannot seek in.
+var errUnseekable = errors.New("cannot seek in it: a container's header is completed after its chunks, so pack writes to a file or a device it can seek in")
 
 // spoolStdin copies standard input into an unlinked temp file beside
 // out, which the writers can read at any offset and know the size of.
