@@ -42,6 +42,69 @@ type RemoteFS struct {
 	probes *lru.Cache[string, *probe]
 	uid    uint32
 	gid    uint32
+
+	staleMu sync.Mutex
+	stale   map[uint64]*staleBurst // by inode number (see answerStale)
+}
+
+// staleBurst is a run of ESTALE answers to opens of one name (inode
+// number), each within staleWindow of the last, and when the kernel
+// looked up the name's nodes (by generation) since it began.
+type staleBurst struct {
+	last    time.Time
+	lookups map[uint64]bool
+}
+
+// staleWindow ends a burst of ESTALE answers for a name: longer than the
+// kernel takes to look the name up again after one, a slow LIST included.
+const staleWindow = 10 * time.Second
+
+// answerStale reports whether an open of node id, which found the object
+// replaced since the node's open version, is to be answered ESTALE, so
+// that the kernel looks the name up again and opens a node of the new
+// version. An open on a node the kernel looked up after a burst of such
+// answers for the name began is not: it is the kernel's retry (or comes
+// after one), and the kernel retries only once, so a second ESTALE would
+// reach the program, even if the object was replaced again meanwhile
+// (then it is opened on the node it reached). Opens through names the
+// kernel resolved before the burst, several at once among them, all get
+// ESTALE.
+func (r *RemoteFS) answerStale(id gofs.StableAttr) bool {
+	r.staleMu.Lock()
+	defer r.staleMu.Unlock()
+	now := time.Now()
+	if b := r.stale[id.Ino]; b != nil && now.Sub(b.last) < staleWindow {
+		if b.lookups[id.Gen] {
+			return false
+		}
+		b.last = now
+		return true
+	}
+	if len(r.stale) >= 1024 {
+		for k, b := range r.stale {
+			if now.Sub(b.last) >= staleWindow {
+				delete(r.stale, k)
+			}
+		}
+	}
+	if r.stale == nil {
+		r.stale = map[uint64]*staleBurst{}
+	}
+	r.stale[id.Ino] = &staleBurst{last: now, lookups: map[uint64]bool{}}
+	return true
+}
+
+// lookedUp records, while a burst of ESTALE answers for the name is
+// under way, that the kernel looked up the node of id (the node the
+// kernel gets is the one registered under id, which need not be the one
+// Lookup made), and returns that node.
+func (r *RemoteFS) lookedUp(ctx context.Context, d *gofs.Inode, n gofs.InodeEmbedder, id gofs.StableAttr) *gofs.Inode {
+	r.staleMu.Lock()
+	if b := r.stale[id.Ino]; b != nil && time.Since(b.last) < staleWindow {
+		b.lookups[id.Gen] = true
+	}
+	r.staleMu.Unlock()
+	return d.NewInode(ctx, n, id)
 }
 
 // NewRemote returns the root node of a read-only view of the objects
@@ -356,7 +419,7 @@ func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		}
 		n := &remoteFile{r: d.r, info: sl.Objects[frame.IndexFile], sparse: p, pr: d.r.probeSparse(p)}
 		n.fill(&out.Attr)
-		return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(p), Gen: gen(n.info.ETag)}), 0
+		return d.r.lookedUp(ctx, d.EmbeddedInode(), n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(p), Gen: gen(n.info.ETag)}), 0
 	}
 	if e.dir {
 		p := d.prefix + e.disk + "/"
@@ -370,7 +433,7 @@ func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		n.pr = d.r.probe(info)
 	}
 	n.fill(&out.Attr)
-	return d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(info.Key), Gen: gen(info.ETag)}), 0
+	return d.r.lookedUp(ctx, d.EmbeddedInode(), n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(info.Key), Gen: gen(info.ETag)}), 0
 }
 
 // Readdir lists the directory with mapped names.
@@ -426,9 +489,6 @@ type remoteFile struct {
 	info remote.ObjectInfo // the object, or a sparse frame's index
 	pr   *probe            // nil or !ok: shown raw
 	cur  *openState        // the version handles open, shared
-	// staleFor is the ETag of the newer version this node last answered
-	// an open of with ESTALE (see Open).
-	staleFor string
 }
 
 // openState is one opened version of an object: the content its
@@ -557,14 +617,11 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 		// with LOOKUP_REVAL); the listing, dropped here, then gives the
 		// new ETag and Lookup a node of the new generation, while the
 		// handles open on this one keep reading the old version (or get
-		// EIO once a GET meets the change). Should the kernel come back
-		// to this node all the same, the new version is opened on it
-		// below, and the old one's handles fail from then on.
-		n.mu.Lock()
-		retry := n.staleFor != info.ETag
-		n.staleFor = info.ETag
-		n.mu.Unlock()
-		if retry {
+		// EIO once a GET meets the change). An open that comes to this
+		// node after such a lookup all the same (see answerStale) opens
+		// the new version on it below, and the old one's handles fail
+		// from then on.
+		if n.r.answerStale(n.StableAttr()) {
 			n.r.store.Invalidate(n.r.prefixOf(key))
 			return nil, 0, syscall.ESTALE
 		}
