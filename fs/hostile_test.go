@@ -42,12 +42,7 @@ func mountSrc(t *testing.T, src, base string, opts Options) (mnt string, logs *s
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := server.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-			exec.Command("umount", "-l", mnt).Run()
-		}
-	})
+	unmountAtEnd(t, server, mnt)
 	return mnt, logs
 }
 

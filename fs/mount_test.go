@@ -8,7 +8,6 @@ import (
 	"io"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -82,12 +82,7 @@ func mountFixtures(t *testing.T, opts Options) (src, mnt string, logs *syncBuffe
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := server.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-			exec.Command("umount", "-l", mnt).Run()
-		}
-	})
+	unmountAtEnd(t, server, mnt)
 	return src, mnt, logs
 }
 
@@ -254,3 +249,14 @@ func TestMountXattrsAndStatfs(t *testing.T) {
 }
 
 func allOpenView(path string) (*all.View, error) { return all.OpenView(path, pack.NoCache{}) }
+
+// unmountAtEnd unmounts server's mount at mnt when the test ends, also
+// after a failure; a mount that will not go is detached.
+func unmountAtEnd(t *testing.T, server *fuse.Server, mnt string) {
+	t.Cleanup(func() {
+		if err := server.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+}

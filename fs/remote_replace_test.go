@@ -3,7 +3,6 @@ package fs
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +77,7 @@ func newHookProxy(srv *fakes3.Server) *hookProxy {
 // 1 s attribute timeout, a 2 s entry timeout (TestRemoteReplacedTwice
 // NoEstale times a lookup by it), no negative entries and no listing
 // cache.
-func mountHooked(t *testing.T, p *hookProxy) (string, *syncBuffer) {
+func mountHooked(t *testing.T, p *hookProxy) (string, *syncBuffer, gofs.InodeEmbedder) {
 	logs := &syncBuffer{}
 	store, err := remote.New(context.Background(), "bkt", remote.Config{Endpoint: p.hs.URL, Anonymous: true, Logger: log.New(logs, "", 0), DirCache: -1})
 	if err != nil {
@@ -101,13 +99,60 @@ func mountHooked(t *testing.T, p *hookProxy) (string, *syncBuffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := server.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-	})
-	return mnt, logs
+	unmountAtEnd(t, server, mnt)
+	return mnt, logs, root
+}
+
+// replaceScene is an object d/k.bin in a fake bucket, mounted through a
+// hookProxy, and a handle f1 that has read its first version whole.
+type replaceScene struct {
+	srv  *fakes3.Server
+	p    *hookProxy
+	path string // of the object in the mount
+	logs *syncBuffer
+	root gofs.InodeEmbedder
+	f1   *os.File
+}
+
+func newReplaceScene(t *testing.T, v1 []byte) *replaceScene {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("mounting needs root (go-fuse DirectMount)")
+	}
+	sc := &replaceScene{srv: fakes3.New("bkt")}
+	t.Cleanup(sc.srv.Close)
+	sc.p = newHookProxy(sc.srv)
+	t.Cleanup(sc.p.hs.Close)
+	sc.srv.Put("d/k.bin", v1)
+	mnt, logs, root := mountHooked(t, sc.p)
+	sc.path, sc.logs, sc.root = filepath.Join(mnt, "k.bin"), logs, root
+	sc.f1 = sc.open(t, v1, "first version")
+	return sc
+}
+
+// open opens the object by path, reads it whole, checks it is want, and
+// closes it at the end of the test (before the unmount).
+func (sc *replaceScene) open(t *testing.T, want []byte, what string) *os.File {
+	t.Helper()
+	f, err := os.Open(sc.path)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if got, err := io.ReadAll(f); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%s: %v, right bytes %v", what, err, bytes.Equal(got, want))
+	}
+	return f
+}
+
+// readsOld checks that f, its page cache dropped, reads old at 8192.
+func readsOld(t *testing.T, f *os.File, old []byte, what string, logs *syncBuffer) {
+	t.Helper()
+	b := make([]byte, 4096)
+	unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	if _, err := f.ReadAt(b, 8192); err != nil || !bytes.Equal(b, old[8192:8192+4096]) {
+		t.Errorf("%s, from the daemon: %v, old bytes %v\n%s", what, err, bytes.Equal(b, old[8192:8192+4096]), logs.String())
+	}
 }
 
 // entryTimeout is how long the kernel keeps a name's node in the tests of
@@ -121,44 +166,17 @@ func version(s string) []byte { return bytes.Repeat([]byte(s), 1<<16) }
 // the new version, and a handle of the old one keeps reading the old
 // bytes, from its page cache and from the daemon.
 func TestRemoteReplacedNewNode(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("mounting needs root (go-fuse DirectMount)")
-	}
-	srv := fakes3.New("bkt")
-	defer srv.Close()
-	p := newHookProxy(srv)
-	defer p.hs.Close()
 	v1, v2 := version("1111111111111111"), version("2222222222222222")
-	srv.Put("d/k.bin", v1)
-	mnt, logs := mountHooked(t, p)
-	path := filepath.Join(mnt, "k.bin")
-	f1, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f1.Close()
-	if got, _ := io.ReadAll(f1); !bytes.Equal(got, v1) {
-		t.Fatal("v1")
-	}
-	srv.Put("d/k.bin", v2)
-	f2, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("open after replace: %v", err)
-	}
-	defer f2.Close()
-	if got, err := io.ReadAll(f2); err != nil || !bytes.Equal(got, v2) {
-		t.Fatalf("f2: %v", err)
-	}
+	sc := newReplaceScene(t, v1)
+	sc.srv.Put("d/k.bin", v2)
+	sc.open(t, v2, "the new version")
 	b := make([]byte, 4096)
-	if _, err := f1.ReadAt(b, 8192); err != nil || !bytes.Equal(b, v1[8192:8192+4096]) {
-		t.Errorf("f1 (page cache) after replace: %v", err)
+	if _, err := sc.f1.ReadAt(b, 8192); err != nil || !bytes.Equal(b, v1[8192:8192+4096]) {
+		t.Errorf("f1 (page cache) after the replace: %v", err)
 	}
-	unix.Fadvise(int(f1.Fd()), 0, 0, unix.FADV_DONTNEED)
-	if _, err := f1.ReadAt(b, 8192); err != nil || !bytes.Equal(b, v1[8192:8192+4096]) {
-		t.Errorf("f1 after the replace, from the daemon: %v, old bytes %v", err, bytes.Equal(b, v1[8192:8192+4096]))
-	}
-	if strings.Contains(logs.String(), "replaced since") {
-		t.Errorf("the old version's handle was failed, not given a node of its own:\n%s", logs.String())
+	readsOld(t, sc.f1, v1, "f1 after the replace", sc.logs)
+	if strings.Contains(sc.logs.String(), "replaced since") {
+		t.Errorf("the old version's handle was failed, not given a node of its own:\n%s", sc.logs.String())
 	}
 }
 
@@ -168,27 +186,12 @@ func TestRemoteReplacedNewNode(t *testing.T) {
 // the object has changed again. That open must not fail with ESTALE (it
 // did: the retry met ESTALE again).
 func TestRemoteReplacedTwiceNoEstale(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("mounting needs root (go-fuse DirectMount)")
-	}
-	srv := fakes3.New("bkt")
-	defer srv.Close()
-	p := newHookProxy(srv)
-	defer p.hs.Close()
 	v1, v2, v3 := version("1111111111111111"), version("2222222222222222"), version("3333333333333333")
-	srv.Put("d/k.bin", v1)
-	mnt, _ := mountHooked(t, p)
-	path := filepath.Join(mnt, "k.bin")
-
 	// A reader holds the first version open (node N1, its entry fresh
-	// for 1 s).
+	// for entryTimeout).
 	t0 := time.Now()
-	f1, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f1.Close()
-	io.ReadAll(f1)
+	sc := newReplaceScene(t, v1)
+	srv, p, path := sc.srv, sc.p, sc.path
 
 	// The object is replaced; R starts opening it: its path walk finds
 	// N1, its OPEN's HEAD is held by the proxy.
@@ -252,43 +255,15 @@ func TestRemoteReplacedTwiceNoEstale(t *testing.T) {
 // serves A again): every open gets its version, and the first handle of A
 // keeps reading A.
 func TestRemoteReplacedBackAndForth(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("mounting needs root (go-fuse DirectMount)")
-	}
-	srv := fakes3.New("bkt")
-	defer srv.Close()
-	p := newHookProxy(srv)
-	defer p.hs.Close()
 	va, vb := version("aaaaaaaaaaaaaaaa"), version("bbbbbbbbbbbbbbbb")
-	srv.Put("d/k.bin", va)
-	mnt, logs := mountHooked(t, p)
-	path := filepath.Join(mnt, "k.bin")
-	open := func(want []byte, what string) *os.File {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if got, err := io.ReadAll(f); err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return f
-	}
-	fa := open(va, "A")
-	defer fa.Close()
-	srv.Put("d/k.bin", vb)
-	fb := open(vb, "B")
-	defer fb.Close()
-	srv.Put("d/k.bin", va)
-	fa2 := open(va, "A again")
-	defer fa2.Close()
-	srv.Put("d/k.bin", vb)
-	fb2 := open(vb, "B again")
-	defer fb2.Close()
-	b := make([]byte, 4096)
-	unix.Fadvise(int(fa.Fd()), 0, 0, unix.FADV_DONTNEED)
-	if _, err := fa.ReadAt(b, 8192); err != nil || !bytes.Equal(b, va[8192:8192+4096]) {
-		t.Errorf("A's first handle, after B was opened again: %v\n%s", err, logs.String())
-	}
+	sc := newReplaceScene(t, va)
+	sc.srv.Put("d/k.bin", vb)
+	sc.open(t, vb, "B")
+	sc.srv.Put("d/k.bin", va)
+	sc.open(t, va, "A again")
+	sc.srv.Put("d/k.bin", vb)
+	sc.open(t, vb, "B again")
+	readsOld(t, sc.f1, va, "A's first handle, after B was opened again", sc.logs)
 }
 
 // TestRemoteReplacedConcurrentOpens: eight opens by path at once right
@@ -296,48 +271,23 @@ func TestRemoteReplacedBackAndForth(t *testing.T) {
 // gets the new version (none ESTALE: each was answered ESTALE at most
 // once), and the old handle keeps reading the old bytes.
 func TestRemoteReplacedConcurrentOpens(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("mounting needs root (go-fuse DirectMount)")
-	}
-	srv := fakes3.New("bkt")
-	defer srv.Close()
-	p := newHookProxy(srv)
-	defer p.hs.Close()
 	v1, v2 := version("1111111111111111"), version("2222222222222222")
-	srv.Put("d/k.bin", v1)
-	mnt, logs := mountHooked(t, p)
-	path := filepath.Join(mnt, "k.bin")
-	f1, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f1.Close()
-	io.ReadAll(f1)
-	srv.Put("d/k.bin", v2)
+	sc := newReplaceScene(t, v1)
+	sc.srv.Put("d/k.bin", v2)
 	var wg sync.WaitGroup
-	var estale atomic.Int64
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f, err := os.Open(path)
+	for range 8 {
+		wg.Go(func() {
+			f, err := os.Open(sc.path)
 			if err != nil {
-				if errors.Is(err, syscall.ESTALE) {
-					estale.Add(1)
-				}
-				t.Errorf("open: %v", err)
+				t.Errorf("open of the new version: %v", err)
 				return
 			}
 			defer f.Close()
 			if got, err := io.ReadAll(f); err != nil || !bytes.Equal(got, v2) {
 				t.Errorf("new handle: %v", err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	b := make([]byte, 4096)
-	unix.Fadvise(int(f1.Fd()), 0, 0, unix.FADV_DONTNEED)
-	if _, err = f1.ReadAt(b, 8192); err != nil || !bytes.Equal(b, v1[8192:8192+4096]) {
-		t.Errorf("old handle after the concurrent opens: %v (%d opens got ESTALE)\n%s", err, estale.Load(), logs.String())
-	}
+	readsOld(t, sc.f1, v1, "old handle after the concurrent opens", sc.logs)
 }

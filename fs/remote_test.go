@@ -21,7 +21,6 @@ import (
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/remote"
-	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
@@ -67,12 +66,7 @@ func TestRemoteInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := server.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-	})
+	unmountAtEnd(t, server, mnt)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ok := 0
@@ -131,44 +125,11 @@ func TestRemoteInProcess(t *testing.T) {
 // for bytes the daemon holds: they would go into the page cache the new
 // handles read.
 func TestRemoteReplacedSameNode(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("mounting needs root (go-fuse DirectMount)")
-	}
-	srv := fakes3.New("bkt")
-	defer srv.Close()
-	old := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
-	repl := bytes.Repeat([]byte("ZYXWVUTSRQPONMLK"), 1<<16)
-	srv.Put("d/k.bin", old)
-	logs := &syncBuffer{}
-	store, err := remote.New(context.Background(), "bkt", remote.Config{Endpoint: srv.URL, Anonymous: true, Logger: log.New(logs, "", 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := DefaultOptions()
-	opts.Logger = log.New(logs, "", 0)
-	root, _ := NewRemote(store, "d", opts)
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	server, err := gofs.Mount(mnt, root, &gofs.Options{MountOptions: fuse.MountOptions{DirectMount: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := server.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-	})
-	f1, err := os.Open(filepath.Join(mnt, "k.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f1.Close()
-	if got, err := io.ReadAll(f1); err != nil || !bytes.Equal(got, old) {
-		t.Fatalf("reading the old version: %v", err)
-	}
-	srv.Put("d/k.bin", repl)
-	ch := root.EmbeddedInode().GetChild("k.bin")
+	old := version("0123456789abcdef")
+	repl := version("ZYXWVUTSRQPONMLK")
+	sc := newReplaceScene(t, old)
+	sc.srv.Put("d/k.bin", repl)
+	ch := sc.root.EmbeddedInode().GetChild("k.bin")
 	if ch == nil {
 		t.Fatal("no node for k.bin")
 	}
@@ -201,11 +162,11 @@ func TestRemoteReplacedSameNode(t *testing.T) {
 	}
 	// The old handle: its bytes are all in the daemon's range cache, and
 	// still it gets EIO.
-	unix.Fadvise(int(f1.Fd()), 0, 0, unix.FADV_DONTNEED)
-	if _, err := f1.ReadAt(buf, 8192); !errors.Is(err, syscall.EIO) {
+	unix.Fadvise(int(sc.f1.Fd()), 0, 0, unix.FADV_DONTNEED)
+	if _, err := sc.f1.ReadAt(buf, 8192); !errors.Is(err, syscall.EIO) {
 		t.Errorf("old handle after the new version was opened on its node: %v, want EIO", err)
 	}
-	if !strings.Contains(logs.String(), "replaced since this handle opened it") {
-		t.Errorf("no log line for the old handle's read:\n%s", logs.String())
+	if !strings.Contains(sc.logs.String(), "replaced since this handle opened it") {
+		t.Errorf("no log line for the old handle's read:\n%s", sc.logs.String())
 	}
 }
