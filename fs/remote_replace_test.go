@@ -112,6 +112,9 @@ type replaceScene struct {
 	logs *syncBuffer
 	root gofs.InodeEmbedder
 	f1   *os.File
+	// lookedUp is when f1's open began: the kernel keeps the name's node
+	// for entryTimeout from about then.
+	lookedUp time.Time
 }
 
 func newReplaceScene(t *testing.T, v1 []byte) *replaceScene {
@@ -126,6 +129,7 @@ func newReplaceScene(t *testing.T, v1 []byte) *replaceScene {
 	sc.srv.Put("d/k.bin", v1)
 	mnt, logs, root := mountHooked(t, sc.p)
 	sc.path, sc.logs, sc.root = filepath.Join(mnt, "k.bin"), logs, root
+	sc.lookedUp = time.Now()
 	sc.f1 = sc.open(t, v1, "first version")
 	return sc
 }
@@ -189,9 +193,8 @@ func TestRemoteReplacedTwiceNoEstale(t *testing.T) {
 	v1, v2, v3 := version("1111111111111111"), version("2222222222222222"), version("3333333333333333")
 	// A reader holds the first version open (node N1, its entry fresh
 	// for entryTimeout).
-	t0 := time.Now()
 	sc := newReplaceScene(t, v1)
-	srv, p, path := sc.srv, sc.p, sc.path
+	srv, p, path, t0 := sc.srv, sc.p, sc.path, sc.lookedUp
 
 	// The object is replaced; R starts opening it: its path walk finds
 	// N1, its OPEN's HEAD is held by the proxy.
