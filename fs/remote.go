@@ -204,17 +204,18 @@ func MountRemote(store *remote.Store, prefix, mountpoint string, opts Options) (
 
 // ino numbers a key (or prefix) stably.
 func ino(s string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	return h.Sum64() | 1<<63 // apart from small numbers (the root is 1)
+	return fnv64(s) | 1<<63 // apart from small numbers (the root is 1)
 }
 
 // gen numbers a version of an object (by its ETag): a node is one
 // version of one key, so that a replaced object becomes a new node, and
 // the kernel gives it a page cache of its own (see remoteFile.Open).
-func gen(etag string) uint64 {
+func gen(etag string) uint64 { return fnv64(etag) }
+
+// fnv64 is the FNV-1a hash of s.
+func fnv64(s string) uint64 {
 	h := fnv.New64a()
-	h.Write([]byte(etag))
+	h.Write([]byte(s))
 	return h.Sum64()
 }
 
