@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 FUZZTIME ?= 5s
 BENCHTIME ?= 1s
-APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync
+APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync strace
 # The S3 server of the remote integration tests, built once per machine
 # into a folder outside the checkout.
 TOOLS_DIR ?= $(HOME)/.cache/bloscfs-tools/bin
@@ -62,6 +62,7 @@ deps:
 	command -v fio >/dev/null || missing="yes"; \
 	command -v fusermount3 >/dev/null || missing="yes"; \
 	command -v rsync >/dev/null || missing="yes"; \
+	command -v strace >/dev/null || missing="yes"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing $(APT_PACKAGES)"; \
 		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
@@ -129,10 +130,12 @@ test: deps fmt-check vet race purego canary fuzz
 	@echo "make test: all passed"
 
 # test-long runs the write-path tests at length (200,000 random
-# operations per format, 150 crash kills) and every fuzz target for 10
+# operations per format, 150 crash kills, 1,800 kills of the daemon
+# anywhere), 300 kills of remote mounts, and every fuzz target for 10
 # minutes.
 test-long: deps
 	BLOSCFS_LONG=1 $(GO) test -count=1 -timeout 90m ./integration/writes/
+	BLOSCFS_LONG=1 $(GO) test -count=1 -timeout 30m -run TestKillDuringRemoteRead ./integration/remote/
 	$(MAKE) fuzz-long
 
 # bench runs the codec, shuffle and container benchmarks, then the mount

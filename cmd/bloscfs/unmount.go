@@ -127,7 +127,7 @@ func stuckDaemons(mnt string) []int {
 	if err != nil {
 		return nil
 	}
-	var out []int
+	var out, exiting []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -136,11 +136,27 @@ func stuckDaemons(mnt string) []int {
 		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		for _, t := range tasks {
 			dir := fmt.Sprintf("/proc/%d/task/%s", pid, t.Name())
-			if killedInD(dir+"/status") && servesPath(dir, mnt) {
+			if !killedInD(dir + "/status") {
+				continue
+			}
+			if servesPath(dir, mnt) {
 				out = append(out, pid)
 				break
 			}
+			// A thread stuck in the exit itself (closing a file of its
+			// own mount) has released its memory: its program and command
+			// line are gone, and only its name is left.
+			comm, _ := os.ReadFile(dir + "/comm")
+			if cmd, _ := os.ReadFile(dir + "/cmdline"); len(cmd) == 0 && strings.TrimSpace(string(comm)) == "bloscfs" {
+				exiting = append(exiting, pid)
+				break
+			}
 		}
+	}
+	if len(out) == 0 && len(exiting) == 1 {
+		// The mount does not answer, and one bloscfs is stuck in its
+		// exit: that is the mount's daemon.
+		return exiting
 	}
 	return out
 }

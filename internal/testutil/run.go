@@ -88,3 +88,38 @@ func MountPrereqs(what string) (skip, fail string) {
 	}
 	return "", ""
 }
+
+// ProcessGone reports whether process pid has exited: /proc/PID is
+// absent, or every thread of it is a zombie (it has released everything,
+// /dev/fuse included, and only waits for its parent, which for a
+// daemonized mount is init, to collect its exit status). The main thread
+// alone says nothing: it is a zombie as soon as it has exited, while a
+// thread stuck in the kernel keeps the process.
+func ProcessGone(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] != 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// KernelStacks returns the kernel stacks of the threads of pid (root
+// only), to show what holds a process that does not die.
+func KernelStacks(pid int) string {
+	var out strings.Builder
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stack", pid, t.Name()))
+		fmt.Fprintf(&out, "thread %s:\n%s", t.Name(), st)
+	}
+	return out.String()
+}
