@@ -395,11 +395,24 @@ func checkMountpoint(mnt, source string) error {
 	return nil
 }
 
-// deadMount reports whether the FUSE mount at dir has lost its daemon:
-// a stat of it fails with ENOTCONN. The stat runs aside with a time
-// limit, since a mount whose daemon hangs would hold it (the mount being
-// checked is never this process's own).
-func deadMount(dir string) bool {
+// deadMount reports whether the FUSE mount at dir has lost its daemon.
+func deadMount(dir string) bool { return ProbeMount(dir, 2*time.Second) == MountDead }
+
+// MountState is what a look at a FUSE mount finds.
+type MountState int
+
+// What ProbeMount finds.
+const (
+	MountAlive MountState = iota // it answers
+	MountDead                    // its daemon is gone: ENOTCONN
+	MountHung                    // no answer within the time given
+)
+
+// ProbeMount stats dir aside, waiting at most d: a mount whose daemon
+// hangs holds the stat until its connection is aborted. It is for looking
+// at other mounts (or at this mountpoint before it is mounted): never at
+// the mount this process serves.
+func ProbeMount(dir string, d time.Duration) MountState {
 	done := make(chan error, 1)
 	go func() {
 		var st unix.Stat_t
@@ -407,9 +420,12 @@ func deadMount(dir string) bool {
 	}()
 	select {
 	case err := <-done:
-		return errors.Is(err, syscall.ENOTCONN)
-	case <-time.After(2 * time.Second):
-		return false
+		if errors.Is(err, syscall.ENOTCONN) {
+			return MountDead
+		}
+		return MountAlive
+	case <-time.After(d):
+		return MountHung
 	}
 }
 

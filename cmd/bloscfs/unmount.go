@@ -13,7 +13,6 @@ import (
 	"time"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
-	"golang.org/x/sys/unix"
 )
 
 // unmountHelp is the description in `bloscfs help unmount`.
@@ -22,34 +21,6 @@ A mount whose daemon has died ("Transport endpoint is not connected") is
 unmounted too, lazily if files are still open there. If the daemon of the
 mount is stuck dying (it was killed while waiting on its own mount, which
 bloscfs no longer does), its FUSE connection is aborted first (root).`
-
-// mountState is what a look at a FUSE mount finds.
-type mountState int
-
-const (
-	mountAlive mountState = iota // it answers
-	mountDead                    // its daemon is gone: ENOTCONN
-	mountHung                    // no answer within the probe's time
-)
-
-// probeMount stats dir aside, with a time limit: a mount whose daemon
-// hangs holds the stat until its connection is aborted.
-func probeMount(dir string) mountState {
-	done := make(chan error, 1)
-	go func() {
-		var st unix.Stat_t
-		done <- unix.Stat(dir, &st)
-	}()
-	select {
-	case err := <-done:
-		if errors.Is(err, syscall.ENOTCONN) {
-			return mountDead
-		}
-		return mountAlive
-	case <-time.After(time.Second):
-		return mountHung
-	}
-}
 
 func cmdUnmount(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("unmount", stdout)
@@ -71,21 +42,21 @@ func cmdUnmount(args []string, stdout, stderr io.Writer) error {
 	if !mounted {
 		return fmt.Errorf("%s: not a mountpoint", mnt)
 	}
-	state := mountAlive
+	state := bfs.MountAlive
 	if strings.HasPrefix(m.FSType, "fuse") {
-		state = probeMount(mnt)
+		state = bfs.ProbeMount(mnt, time.Second)
 	}
-	if state == mountHung {
+	if state == bfs.MountHung {
 		if pids := stuckDaemons(mnt); len(pids) > 0 {
 			if err := abortConnection(m.Minor); err != nil {
 				return fmt.Errorf("%s: its daemon (pid %s) is stuck dying on its own mount, and aborting FUSE connection %d failed: %v", mnt, joinInts(pids), m.Minor, err)
 			}
 			fmt.Fprintf(stdout, "%s: its daemon (pid %s) was stuck dying on its own mount: aborted FUSE connection %d\n", mnt, joinInts(pids), m.Minor)
-			state = mountDead
+			state = bfs.MountDead
 		}
 	}
 	err = bfs.Unmount(mnt, *lazy)
-	if errors.Is(err, syscall.EBUSY) && state == mountDead {
+	if errors.Is(err, syscall.EBUSY) && state == bfs.MountDead {
 		// Programs still hold files of the dead mount: detach it; it
 		// goes when they close them (they get ENOTCONN until then).
 		if err = bfs.Unmount(mnt, true); err == nil {
@@ -95,7 +66,7 @@ func cmdUnmount(args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case err == nil:
-		if state == mountDead {
+		if state == bfs.MountDead {
 			fmt.Fprintf(stdout, "%s: its daemon had died; unmounted the dead mount\n", mnt)
 		}
 		return nil

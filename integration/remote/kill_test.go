@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,15 +64,8 @@ func TestKillDuringRemoteRead(t *testing.T) {
 		}
 		d := time.Duration(rng.IntN(400)) * time.Millisecond
 		time.Sleep(d)
-		pid := m.cmd.Process.Pid
-		syscall.Kill(pid, syscall.SIGKILL)
-		deadline := time.Now().Add(time.Second)
-		for !testutil.ProcessGone(pid) {
-			if time.Now().After(deadline) {
-				t.Errorf("kill %d (%v into the reads): the daemon survived SIGKILL for 1s; its threads:\n%s", i, d, testutil.KernelStacks(pid))
-				break
-			}
-			time.Sleep(2 * time.Millisecond)
+		if pid := m.cmd.Process.Pid; !testutil.KillGone(pid, time.Second) {
+			t.Errorf("kill %d (%v into the reads): the daemon survived SIGKILL for 1s; its threads:\n%s", i, d, testutil.KernelStacks(pid))
 		}
 		done := make(chan error, 1)
 		go func() { done <- reader.Wait() }()

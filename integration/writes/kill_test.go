@@ -21,17 +21,12 @@ import (
 // them) and clears it as a user would: `bloscfs unmount` aborts the
 // connection of a daemon stuck dying on its own mount.
 func killGone(pid int, dir string, d time.Duration) (bool, string) {
-	syscall.Kill(pid, syscall.SIGKILL)
-	deadline := time.Now().Add(d)
-	for !testutil.ProcessGone(pid) {
-		if time.Now().After(deadline) {
-			stacks := testutil.KernelStacks(pid)
-			runProg(30*time.Second, bin, "unmount", dir)
-			return false, stacks
-		}
-		time.Sleep(2 * time.Millisecond)
+	if testutil.KillGone(pid, d) {
+		return true, ""
 	}
-	return true, ""
+	stacks := testutil.KernelStacks(pid)
+	runProg(30*time.Second, bin, "unmount", dir)
+	return false, stacks
 }
 
 // clearDead unmounts what a killed daemon left at dir with `bloscfs

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -108,6 +109,20 @@ func ProcessGone(pid int) bool {
 		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] != 'Z' {
 			return false
 		}
+	}
+	return true
+}
+
+// KillGone SIGKILLs pid and reports whether it is gone (ProcessGone)
+// within d.
+func KillGone(pid int, d time.Duration) bool {
+	syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(d)
+	for !ProcessGone(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 	return true
 }
