@@ -164,3 +164,27 @@ func TestV2Fixtures(t *testing.T) {
 		})
 	}
 }
+
+// TestV3Fixtures reads every array zarrita (npm) wrote; the manifest
+// holds np.save's bytes of what zarrita reads back
+// (testdata/zarr/gen_v3.mjs, npy_manifest.py).
+func TestV3Fixtures(t *testing.T) {
+	root := "../testdata/zarr/zarrita"
+	s, err := OpenDirStore(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := cache.New[pack.BlockKey](64 << 20)
+	for _, fx := range readManifest(t, root) {
+		t.Run(fx.path, func(t *testing.T) {
+			for _, bc := range []pack.BlockCache{nil, c} {
+				a, err := Open(s, fx.path, bc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkArray(t, a, fx, bc != nil)
+			}
+		})
+	}
+}
