@@ -63,6 +63,15 @@ func viewEntries(b backend, dir string, names []string) ([]entry, syscall.Errno)
 			}
 			return p.ok
 		}}
+		if _, local := b.(localBackend); local && be.dir {
+			ents[i].zarrArray = func() bool {
+				p, err := b.probe(dir, be)
+				if err != nil && transient == nil {
+					transient = err
+				}
+				return p.ok && strings.HasPrefix(p.info.Format, "zarr")
+			}
+		}
 	}
 	mapped := mapNames(ents)
 	if transient != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/zarr"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -35,12 +36,20 @@ type probeKey struct {
 func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 	kst := *st
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		// A sparse frame changes through its chunks.b2frame.
+		// A sparse frame changes through its chunks.b2frame, a Zarr
+		// array through its .zarray or zarr.json. Any other directory
+		// is a plain one, and nothing to log.
 		if err := syscall.Lstat(filepath.Join(path, "chunks.b2frame"), &kst); err != nil {
 			if pack.Transient(err) {
 				return &probe{}, err
 			}
-			return &probe{}, nil
+			meta := zarr.ArrayMetaFile(path)
+			if meta == "" {
+				return &probe{}, nil
+			}
+			if err := syscall.Lstat(filepath.Join(path, meta), &kst); err != nil {
+				return &probe{}, nil
+			}
 		}
 	}
 	key := probeKey{path, kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec}

@@ -1,0 +1,65 @@
+package zarr
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/bloscfs/bloscfs/pack"
+)
+
+// DirArray is an array stored in a local directory: the pack container
+// that pack.OpenPath returns for a Zarr array directory. Close releases
+// the directory.
+type DirArray struct {
+	*Array
+	store *DirStore
+}
+
+// Close releases the directory.
+func (d *DirArray) Close() error { return d.store.Close() }
+
+// ArrayMetaFile returns the name of the metadata file that makes dir a
+// Zarr array (".zarray", or "zarr.json" with node_type "array"), or ""
+// when dir is not one. Symbolic links are not followed.
+func ArrayMetaFile(dir string) string {
+	if st, err := os.Lstat(filepath.Join(dir, ".zarray")); err == nil && st.Mode().IsRegular() {
+		return ".zarray"
+	}
+	p := filepath.Join(dir, "zarr.json")
+	st, err := os.Lstat(p)
+	if err != nil || !st.Mode().IsRegular() || st.Size() > MaxMetaSize {
+		return ""
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxMetaSize))
+	if err != nil || !bytes.Contains(b, []byte(`"array"`)) {
+		return ""
+	}
+	return "zarr.json"
+}
+
+func init() {
+	pack.RegisterFormat(pack.Format{
+		Name:     "zarr",
+		MatchDir: func(dir string) bool { return ArrayMetaFile(dir) != "" },
+		OpenDir: func(dir string, cache pack.BlockCache) (pack.Container, error) {
+			s, err := OpenDirStore(dir)
+			if err != nil {
+				return nil, err
+			}
+			a, err := Open(s, "", cache)
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			a.Path = ""
+			return &DirArray{Array: a, store: s}, nil
+		},
+	})
+}
