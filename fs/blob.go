@@ -560,6 +560,12 @@ func (n *blobNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 	if sz, errno, ours := getXattr(ownXattrs(pr), attr, dest); ours {
 		return sz, errno
 	}
+	if attr == zarrAttrsXattr && pr.ok && pr.zarrAttrs != nil {
+		if len(dest) < len(pr.zarrAttrs) {
+			return uint32(len(pr.zarrAttrs)), syscall.ERANGE
+		}
+		return uint32(copy(dest, pr.zarrAttrs)), 0
+	}
 	sz, err := unix.Lgetxattr(p, attr, dest)
 	return uint32(sz), gofs.ToErrno(err)
 }
@@ -610,6 +616,9 @@ func (n *blobNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.
 		} else {
 			own = nil
 		}
+	}
+	if pr.ok && pr.zarrAttrs != nil {
+		own = append(append(own, zarrAttrsXattr...), 0)
 	}
 	return listXattrs(ownXattrs(pr), own, dest)
 }

@@ -144,4 +144,20 @@ print(" ".join(bad))
 	if err != nil || string(x[:n]) != "zarr2" {
 		t.Errorf("user.bloscfs.format = %q, %v", x[:max(n, 0)], err)
 	}
+	for attr, want := range map[string]string{
+		"user.zarr.attrs":         `"units": "m"`,
+		"user.bloscfs.chunkshape": "4,5",
+		"user.bloscfs.codecs":     "blosc",
+		"user.bloscfs.chunks":     "9",
+		"user.bloscfs.shape":      "11,13",
+	} {
+		n, err := syscall.Getxattr(filepath.Join(mnt, "v2/dims/d2.npy"), attr, x[:])
+		if err != nil || !strings.Contains(string(x[:n]), want) {
+			t.Errorf("%s = %q, %v; want %q", attr, x[:max(n, 0)], err, want)
+		}
+	}
+	n, err = syscall.Getxattr(filepath.Join(mnt, "v3/blosc/lz4_shuffle.npy"), "user.bloscfs.format", x[:])
+	if err != nil || string(x[:n]) != "zarr3" {
+		t.Errorf("v3 user.bloscfs.format = %q, %v", x[:max(n, 0)], err)
+	}
 }

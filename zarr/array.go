@@ -20,6 +20,8 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
@@ -598,4 +600,28 @@ func (a *Array) shardIndex(sci int64, key string) (shardIndex, error) {
 	a.indexes.Add(sci, idx)
 	a.mu.Unlock()
 	return idx, nil
+}
+
+// Describe returns what the array's user.bloscfs.* attributes show
+// beyond pack.Info: format, codecs, shape, chunk shape, chunk count.
+func (a *Array) Describe() map[string]string {
+	dims := func(v []int64) string {
+		s := make([]string, len(v))
+		for i, d := range v {
+			s[i] = strconv.FormatInt(d, 10)
+		}
+		return strings.Join(s, ",")
+	}
+	m := map[string]string{
+		"format":     a.Format,
+		"codecs":     strings.Join(a.Codecs, ","),
+		"shape":      dims(a.Shape),
+		"chunkshape": dims(a.Chunks),
+		"chunks":     strconv.FormatInt(a.nchunks, 10),
+		"dtype":      a.dt.descr,
+	}
+	if a.v3 != nil && a.v3.shard != nil {
+		m["innerchunkshape"] = dims(a.v3.shard.inner)
+	}
+	return m
 }
