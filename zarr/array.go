@@ -62,9 +62,10 @@ type Array struct {
 	direct         bool // chunks are Blosc chunks of the plain bytes
 	encSizes       []int64
 
-	mu      sync.Mutex
-	parsed  *simplelru.LRU[int64, *blosc.Chunk]
-	indexes *simplelru.LRU[int64, shardIndex]
+	mu       sync.Mutex
+	parsed   *simplelru.LRU[int64, *blosc.Chunk]
+	indexes  *simplelru.LRU[int64, shardIndex]
+	indexing map[int64]chan struct{} // shard indexes being read
 }
 
 // Open opens the array at path (a key prefix; "" for the store's root)
@@ -570,13 +571,37 @@ func (a *Array) loadInner(c []int64) ([]byte, error) {
 }
 
 // shardIndex returns the decoded index of shard sci (nil: no shard).
+// Concurrent readers of one shard wait for one read of its index.
 func (a *Array) shardIndex(sci int64, key string) (shardIndex, error) {
-	a.mu.Lock()
-	idx, ok := a.indexes.Get(sci)
-	a.mu.Unlock()
-	if ok {
-		return idx, nil
+	for {
+		a.mu.Lock()
+		idx, ok := a.indexes.Get(sci)
+		if ok {
+			a.mu.Unlock()
+			return idx, nil
+		}
+		wait, busy := a.indexing[sci]
+		if !busy {
+			if a.indexing == nil {
+				a.indexing = map[int64]chan struct{}{}
+			}
+			done := make(chan struct{})
+			a.indexing[sci] = done
+			a.mu.Unlock()
+			idx, err := a.readShardIndex(sci, key)
+			a.mu.Lock()
+			delete(a.indexing, sci)
+			a.mu.Unlock()
+			close(done)
+			return idx, err
+		}
+		a.mu.Unlock()
+		<-wait
 	}
+}
+
+// readShardIndex reads, checks and caches the index of shard sci.
+func (a *Array) readShardIndex(sci int64, key string) (shardIndex, error) {
 	s := a.v3.shard
 	n := s.indexSize()
 	off := -1 * int64(1)
@@ -593,7 +618,8 @@ func (a *Array) shardIndex(sci int64, key string) (shardIndex, error) {
 		}
 		return nil, err
 	}
-	if idx, err = s.parseIndex(b); err != nil {
+	idx, err := s.parseIndex(b)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	a.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 )
 
@@ -105,11 +106,11 @@ func FuzzShardIndex(f *testing.F) {
 // memStore is a Store in memory that counts its reads.
 type memStore struct {
 	m    map[string][]byte
-	gets int
+	gets atomic.Int64
 }
 
 func (s *memStore) Get(key string) ([]byte, error) {
-	s.gets++
+	s.gets.Add(1)
 	b, ok := s.m[key]
 	if !ok {
 		return nil, ErrNotExist
@@ -118,7 +119,7 @@ func (s *memStore) Get(key string) ([]byte, error) {
 }
 
 func (s *memStore) GetRange(key string, off, n int64) ([]byte, error) {
-	s.gets++
+	s.gets.Add(1)
 	b, ok := s.m[key]
 	if !ok {
 		return nil, ErrNotExist

@@ -330,3 +330,50 @@ func TestShardHostile(t *testing.T) {
 		t.Fatalf("short inner chunk: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestShardReadCost counts the store reads of small reads of a sharded
+// array: the first costs the shard index and one ranged read of one inner
+// chunk; another read in the same shard costs one ranged read; the index
+// is read once even when a read touches many inner chunks at once.
+func TestShardReadCost(t *testing.T) {
+	dir := t.TempDir()
+	sp := shardSpec{shape: []int64{256, 256}, shard: []int64{128, 256}, inner: []int64{16, 256}, codec: "zstd"}
+	writeSharded(t, dir, "a", sp)
+	m := &memStore{m: map[string][]byte{}}
+	filepath.Walk(filepath.Join(dir, "a"), func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			rel, _ := filepath.Rel(filepath.Join(dir, "a"), p)
+			b, _ := os.ReadFile(p)
+			m.m[filepath.ToSlash(rel)] = b
+		}
+		return nil
+	})
+	a, err := Open(m, "", cache.New[pack.BlockKey](64<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.gets.Store(0)
+	b := make([]byte, 4096)
+	hdr := int64(len(a.Header()))
+	if _, err := a.ReadAt(b, hdr+4*256*40); err != nil {
+		t.Fatal(err)
+	}
+	if g := m.gets.Load(); g != 2 {
+		t.Fatalf("first 4 KiB read: %d reads, want 2 (index, inner chunk)", g)
+	}
+	if _, err := a.ReadAt(b, hdr+4*256*70); err != nil {
+		t.Fatal(err)
+	}
+	if g := m.gets.Load(); g != 3 {
+		t.Fatalf("second 4 KiB read: %d reads in all, want 3", g)
+	}
+	// A read of the whole second shard: its index once, 8 inner chunks.
+	m.gets.Store(0)
+	big := make([]byte, 4*256*128)
+	if _, err := a.ReadAt(big, hdr+4*256*128); err != nil {
+		t.Fatal(err)
+	}
+	if g := m.gets.Load(); g != 9 {
+		t.Fatalf("whole-shard read: %d reads, want 9", g)
+	}
+}

@@ -123,7 +123,11 @@ func checkArray(t *testing.T, a *Array, fx fixture, full bool) {
 		t.Fatalf("sha256 differs from np.save(zarr.open()[...]); header %q", a.Header())
 	}
 	rng := rand.New(rand.NewPCG(1, uint64(len(all))))
-	for range 50 {
+	tries := 50
+	if raceEnabled {
+		tries = 5 // the race detector makes each read slow; the serial checks run without it
+	}
+	for range tries {
 		off := rng.Int64N(a.Size() + 1)
 		n := rng.Int64N(min(a.Size()-off, 5000) + 1)
 		b := make([]byte, n)
@@ -154,7 +158,11 @@ func TestV2Fixtures(t *testing.T) {
 	c := cache.New[pack.BlockKey](64 << 20)
 	for _, fx := range readManifest(t, root) {
 		t.Run(fx.path, func(t *testing.T) {
-			for _, bc := range []pack.BlockCache{nil, c} {
+			caches := []pack.BlockCache{nil, c}
+			if raceEnabled {
+				caches = caches[1:]
+			}
+			for _, bc := range caches {
 				a, err := Open(s, fx.path, bc)
 				if err != nil {
 					t.Fatal(err)
@@ -178,7 +186,11 @@ func TestV3Fixtures(t *testing.T) {
 	c := cache.New[pack.BlockKey](64 << 20)
 	for _, fx := range readManifest(t, root) {
 		t.Run(fx.path, func(t *testing.T) {
-			for _, bc := range []pack.BlockCache{nil, c} {
+			caches := []pack.BlockCache{nil, c}
+			if raceEnabled {
+				caches = caches[1:]
+			}
+			for _, bc := range caches {
 				a, err := Open(s, fx.path, bc)
 				if err != nil {
 					t.Fatal(err)
