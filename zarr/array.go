@@ -25,6 +25,7 @@ import (
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	bcache "github.com/bloscfs/bloscfs/cache"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -460,26 +461,76 @@ func (a *Array) serveBlocks(p []byte, ci int64, runs []run) error {
 		a.fillRuns(p, runs)
 		return nil
 	}
+	// Decode the blocks the runs touch that the cache lacks, in parallel.
+	var todo []int
+	for _, r := range runs {
+		for b := c.BlockAt(r.at); b < c.NumBlocks() && c.BlockOffset(b) < r.at+r.n; b++ {
+			if !a.cache.Contains(pack.BlockKey{Container: a.id, Chunk: ci, Block: int32(b)}) &&
+				(len(todo) == 0 || todo[len(todo)-1] != b) {
+				todo = append(todo, b)
+			}
+		}
+	}
+	slices.Sort(todo)
+	todo = slices.Compact(todo)
+	refs := make([]*bcache.Ref, len(todo))
+	defer func() {
+		for _, r := range refs {
+			if r != nil {
+				r.Release()
+			}
+		}
+	}()
+	if len(todo) > 1 {
+		errs := make([]error, len(todo))
+		sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
+		var wg sync.WaitGroup
+		for k, b := range todo {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				refs[k], errs[k] = a.block(c, ci, b)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
 	for _, r := range runs {
 		for at, to, n := r.at, r.to, r.n; n > 0; {
 			b := c.BlockAt(at)
 			bo := c.BlockOffset(b)
-			ref, err := a.cache.Acquire(pack.BlockKey{Container: a.id, Chunk: ci, Block: int32(b)}, func() ([]byte, error) {
-				dst := a.cache.Alloc(c.BlockLen(b))[:c.BlockLen(b)]
-				if err := c.DecodeBlock(dst, b); err != nil {
-					return nil, fmt.Errorf("%s: %w: %w", a.chunkKey(a.coords(ci)), ErrCorrupt, err)
-				}
-				return dst, nil
-			})
-			if err != nil {
+			var ref *bcache.Ref
+			own := false
+			if i, ok := slices.BinarySearch(todo, b); ok && refs[i] != nil {
+				ref = refs[i]
+			} else if ref, err = a.block(c, ci, b); err != nil {
 				return err
+			} else {
+				own = true
 			}
 			k := int64(copy(p[to:to+n], ref.Bytes()[at-bo:]))
-			ref.Release()
+			if own {
+				ref.Release()
+			}
 			at, to, n = at+k, to+k, n-k
 		}
 	}
 	return nil
+}
+
+// block returns block b of Blosc chunk ci, decoded through the cache.
+func (a *Array) block(c *blosc.Chunk, ci int64, b int) (*bcache.Ref, error) {
+	return a.cache.Acquire(pack.BlockKey{Container: a.id, Chunk: ci, Block: int32(b)}, func() ([]byte, error) {
+		dst := a.cache.Alloc(c.BlockLen(b))[:c.BlockLen(b)]
+		if err := c.DecodeBlock(dst, b); err != nil {
+			return nil, fmt.Errorf("%s: %w: %w", a.chunkKey(a.coords(ci)), ErrCorrupt, err)
+		}
+		return dst, nil
+	})
 }
 
 // loadChunk reads and decodes chunk ci whole (errMissing: not stored).
