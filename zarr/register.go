@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -39,6 +40,10 @@ func ArrayMetaFile(dir string) string {
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, MaxMetaSize))
 	if err != nil || !bytes.Contains(b, []byte(`"array"`)) {
+		return ""
+	}
+	var n nodeV3
+	if checkJSON(b, p) != nil || json.Unmarshal(b, &n) != nil || n.NodeType != "array" {
 		return ""
 	}
 	return "zarr.json"
