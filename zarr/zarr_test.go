@@ -200,3 +200,29 @@ func TestV3Fixtures(t *testing.T) {
 		})
 	}
 }
+
+// TestBloscReadsOnlyTouchedBlocks reads a few bytes of a Blosc chunk of
+// many blocks: one block is decoded, not the chunk.
+func TestBloscReadsOnlyTouchedBlocks(t *testing.T) {
+	root := v2Stores(t)
+	s, err := OpenDirStore(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := cache.New[pack.BlockKey](64 << 20)
+	a, err := Open(s, "v2/blosc/big_blocks", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 100)
+	if _, err := a.ReadAt(b, int64(len(a.Header()))+70000); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Loads != 1 || st.Bytes > 65536+4096 {
+		t.Fatalf("a 100-byte read loaded %d blocks, %d bytes; want one block of 64 KiB", st.Loads, st.Bytes)
+	}
+	if c.Contains(pack.BlockKey{Container: a.id, Chunk: 0, Block: -1}) {
+		t.Fatal("the whole chunk was decoded")
+	}
+}
