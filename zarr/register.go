@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -67,4 +68,20 @@ func init() {
 			return &DirArray{Array: a, store: s}, nil
 		},
 	})
+}
+
+// StoredSize returns the bytes of the regular files under the array's
+// directory (chunks and metadata). It walks the directory: callers that
+// list many arrays should not ask.
+func (d *DirArray) StoredSize() int64 {
+	var n int64
+	fs.WalkDir(d.store.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
