@@ -149,7 +149,7 @@ test-long: deps
 # bench runs the codec, shuffle and container benchmarks, then the mount
 # benchmark (root; BLOSCFS_BENCH_SIZE MiB files, 1024 by default).
 bench: bench-mount bench-remote
-	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/... ./pack/...
+	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/... ./pack/... ./zarr/
 	$(GO) test -run='^$$' -bench=BenchmarkWrite -benchtime=1x -timeout=40m ./integration/writes/
 	$(MAKE) bench-table
 
