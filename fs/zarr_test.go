@@ -3,8 +3,10 @@ package fs
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log"
 	"os"
 	"os/exec"
@@ -159,5 +161,49 @@ print(" ".join(bad))
 	n, err = syscall.Getxattr(filepath.Join(mnt, "v3/blosc/lz4_shuffle.npy"), "user.bloscfs.format", x[:])
 	if err != nil || string(x[:n]) != "zarr3" {
 		t.Errorf("v3 user.bloscfs.format = %q, %v", x[:max(n, 0)], err)
+	}
+}
+
+// TestMountZarrChecksum reads a v3 array whose chunk fails its crc32c:
+// the read is EIO and the log names the chunk. (The good chunk shares the
+// file's one page with it, so the kernel never reads it alone; the zarr
+// package's tests read good chunks beside bad ones.)
+func TestMountZarrChecksum(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting needs root (go-fuse DirectMount)")
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	arr := filepath.Join(src, "crc.zarr")
+	os.MkdirAll(filepath.Join(arr, "c"), 0o755)
+	os.WriteFile(filepath.Join(arr, "zarr.json"), []byte(`{"zarr_format":3,"node_type":"array","shape":[8],"data_type":"uint8",
+"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4]}},
+"chunk_key_encoding":{"name":"default"},"fill_value":0,
+"codecs":[{"name":"bytes"},{"name":"crc32c"}]}`), 0o644)
+	good := []byte{1, 2, 3, 4}
+	good = binary.LittleEndian.AppendUint32(good, crc32.Checksum(good[:4], crc32.MakeTable(crc32.Castagnoli)))
+	os.WriteFile(filepath.Join(arr, "c", "0"), good, 0o644)
+	bad := []byte{5, 6, 7, 8, 0, 0, 0, 0}
+	os.WriteFile(filepath.Join(arr, "c", "1"), bad, 0o644)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	logs := &syncBuffer{}
+	server, _, err := Mount(src, mnt, Options{Logger: log.New(logs, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmountAtEnd(t, server, mnt)
+	f, err := os.Open(filepath.Join(mnt, "crc.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	hdr := st.Size() - 8
+	b := make([]byte, 4)
+	if _, err := f.ReadAt(b, hdr+4); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("chunk with a bad crc32c: %v, want EIO", err)
+	}
+	if !strings.Contains(logs.String(), "c/1") || !strings.Contains(logs.String(), "checksum") {
+		t.Errorf("log does not name the chunk and the checksum: %q", logs.String())
 	}
 }
