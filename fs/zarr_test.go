@@ -34,6 +34,23 @@ func zarrManifest(t *testing.T, path string) map[string]string {
 	return out
 }
 
+// mountSource mounts src and unmounts it when the test ends, also after
+// a failure; it returns the mount point and the mount's log.
+func mountSource(t *testing.T, src string) (string, *syncBuffer) {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	server, _, err := Mount(src, mnt, Options{Logger: log.New(logs, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmountAtEnd(t, server, mnt)
+	return mnt, logs
+}
+
 // zarrView is the view name of an array directory: its .zarr suffix
 // dropped, .npy added.
 func zarrView(p string) string { return strings.TrimSuffix(p, ".zarr") + ".npy" }
@@ -64,14 +81,7 @@ func TestMountZarr(t *testing.T) {
 	for k, v := range zarrManifest(t, "../testdata/zarr/zarrita/MANIFEST.tsv") {
 		want[k] = v
 	}
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	logs := &syncBuffer{}
-	server, _, err := Mount(src, mnt, Options{Logger: log.New(logs, "", 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unmountAtEnd(t, server, mnt)
+	mnt, logs := mountSource(t, src)
 
 	for p, sum := range want {
 		view := filepath.Join(mnt, zarrView(p))
@@ -184,14 +194,7 @@ func TestMountZarrChecksum(t *testing.T) {
 	os.WriteFile(filepath.Join(arr, "c", "0"), good, 0o644)
 	bad := []byte{5, 6, 7, 8, 0, 0, 0, 0}
 	os.WriteFile(filepath.Join(arr, "c", "1"), bad, 0o644)
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	logs := &syncBuffer{}
-	server, _, err := Mount(src, mnt, Options{Logger: log.New(logs, "", 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unmountAtEnd(t, server, mnt)
+	mnt, logs := mountSource(t, src)
 	f, err := os.Open(filepath.Join(mnt, "crc.npy"))
 	if err != nil {
 		t.Fatal(err)
