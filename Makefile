@@ -3,12 +3,15 @@ SHELL := /bin/bash
 GO ?= go
 FUZZTIME ?= 5s
 BENCHTIME ?= 1s
-APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync strace
+APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync strace python3-zarr python3-numcodecs
 # The S3 server of the remote integration tests, built once per machine
 # into a folder outside the checkout.
 TOOLS_DIR ?= $(HOME)/.cache/bloscfs-tools/bin
 VERSITYGW_VERSION := v1.8.0
 export BLOSCFS_VERSITYGW := $(TOOLS_DIR)/versitygw
+# zarrita (npm), the second Zarr v3 implementation of the zarr tests.
+ZARRITA_VERSION := 0.7.5
+export BLOSCFS_ZARRITA := $(HOME)/.cache/bloscfs-tools/zarrita
 
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
@@ -18,7 +21,9 @@ FUZZ_TARGETS := \
 	./blosc/blosclz:FuzzRoundTrip \
 	./shuffle:FuzzShuffleRoundTrip \
 	./pack/bloscpack:FuzzOpen \
-	./pack/frame:FuzzOpenFrame
+	./pack/frame:FuzzOpenFrame \
+	./zarr:FuzzMeta \
+	./zarr:FuzzShardIndex
 
 .PHONY: all build deps test test-long unit race purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
 
@@ -58,7 +63,7 @@ uninstall:
 # modules.
 deps:
 	@missing=""; \
-	/usr/bin/python3 -c 'import blosc, numpy' 2>/dev/null || missing="yes"; \
+	/usr/bin/python3 -c 'import blosc, numpy, zarr, numcodecs' 2>/dev/null || missing="yes"; \
 	command -v fio >/dev/null || missing="yes"; \
 	command -v fusermount3 >/dev/null || missing="yes"; \
 	command -v rsync >/dev/null || missing="yes"; \
@@ -73,6 +78,12 @@ deps:
 	@if [ ! -x "$(BLOSCFS_VERSITYGW)" ]; then \
 		echo "installing versitygw $(VERSITYGW_VERSION) into $(TOOLS_DIR) (a few minutes, once)"; \
 		GOBIN="$(TOOLS_DIR)" $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); \
+	fi
+	@if [ ! -d "$(BLOSCFS_ZARRITA)/node_modules/zarrita" ]; then \
+		echo "installing zarrita $(ZARRITA_VERSION) into $(BLOSCFS_ZARRITA)"; \
+		mkdir -p "$(BLOSCFS_ZARRITA)" && cd "$(BLOSCFS_ZARRITA)" && \
+		command -v npm >/dev/null || { echo "npm (Node 20) is needed for the zarr tests"; exit 1; }; \
+		npm install --no-audit --no-fund --silent zarrita@$(ZARRITA_VERSION) @zarrita/storage@0.2.0 numcodecs@0.3.2; \
 	fi
 
 vet:
@@ -141,7 +152,7 @@ test-long: deps
 # bench runs the codec, shuffle and container benchmarks, then the mount
 # benchmark (root; BLOSCFS_BENCH_SIZE MiB files, 1024 by default).
 bench: bench-mount bench-remote
-	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/... ./pack/...
+	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/... ./pack/... ./zarr/
 	$(GO) test -run='^$$' -bench=BenchmarkWrite -benchtime=1x -timeout=40m ./integration/writes/
 	$(MAKE) bench-table
 
@@ -180,6 +191,7 @@ run: build
 	echo "  head $(MNT)/server-log       # a Bloscpack file read as text"; \
 	echo "  od -A d -t f8 -j 8000 -N 40 $(MNT)/temperatures   # float64 values 1000-1004 of a frame"; \
 	echo "  head -c 128 $(MNT)/grid.npy; echo   # the NPY header of a .b2nd array"; \
+	echo "  ls $(MNT)/weather.zarr; getfattr -d $(MNT)/weather.zarr/pressure.npy   # a Zarr array as one .npy"; \
 	echo "  bin/bloscfs info examples/temperatures.b2frame   # how it is stored"; \
 	echo "  bin/bloscfs stats $(MNT)     # cache hits, misses, decode time"; \
 	if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then \

@@ -27,4 +27,17 @@ np.save(sys.argv[1] + '/grid.npy', (np.sin(x / 17.0) * np.cos(y / 23.0) * 100).r
 PY
 "$bin" pack -f --codec zstd --typesize 8 --chunk-size 512KiB "$tmp/temperatures" temperatures.b2frame
 "$bin" pack -f --codec lz4 "$tmp/grid.npy" grid.b2nd
+
+# A Zarr v2 store written by python3-zarr (Blosc lz4, shuffle): a group
+# holding a 2-D float32 array (shown as weather.zarr/pressure.npy).
+rm -rf weather.zarr
+/usr/bin/python3 - <<'PY'
+import numpy as np, zarr
+g = zarr.open_group("weather.zarr", mode="w")
+g.attrs["title"] = "bloscfs example"
+y, x = np.mgrid[0:360, 0:720]
+p = g.create_dataset("pressure", shape=(360, 720), chunks=(90, 180), dtype="<f4")
+p[:] = (1013 + 20 * np.sin(x / 40.0) * np.cos(y / 30.0)).astype("<f4")
+p.attrs["units"] = "hPa"
+PY
 ls -l

@@ -12,6 +12,7 @@ import (
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/zarr"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -63,6 +64,15 @@ func viewEntries(b backend, dir string, names []string) ([]entry, syscall.Errno)
 			}
 			return p.ok
 		}}
+		if _, local := b.(localBackend); local && be.dir {
+			ents[i].zarrArray = func() bool {
+				p, err := b.probe(dir, be)
+				if err != nil && transient == nil {
+					transient = err
+				}
+				return p.ok && strings.HasPrefix(p.info.Format, "zarr")
+			}
+		}
 	}
 	mapped := mapNames(ents)
 	if transient != nil {
@@ -93,6 +103,10 @@ type probe struct {
 	size int64 // size of the view
 	info pack.Info
 	npy  bool
+	// zarr: a Zarr array's own user.bloscfs.* attributes, and its user
+	// attributes (user.zarr.attrs).
+	zarr      map[string]string
+	zarrAttrs []byte
 }
 
 // probeOf records what the view v of a readable container holds: only
@@ -100,11 +114,24 @@ type probe struct {
 func probeOf(v *all.View) *probe {
 	p := &probe{ok: true, size: v.Size, info: v.Container.Info(), npy: v.NPY}
 	p.info.Meta = nil
+	if z, ok := v.Container.(*zarr.DirArray); ok {
+		p.zarr = z.Describe()
+		if len(z.Attrs) <= maxZarrAttrs {
+			p.zarrAttrs = z.Attrs
+		}
+	}
 	return p
 }
 
 // xattrPrefix names bloscfs's own extended attributes.
 const xattrPrefix = "user.bloscfs."
+
+// zarrAttrsXattr holds a Zarr array's user attributes (JSON).
+const zarrAttrsXattr = "user.zarr.attrs"
+
+// maxZarrAttrs bounds the attributes kept with a probe (the largest
+// value an extended attribute can have).
+const maxZarrAttrs = 64 << 10
 
 // xattrs returns the user.bloscfs.* attributes that describe how a file
 // is stored.
@@ -129,6 +156,14 @@ func xattrs(p *probe) map[string]string {
 	}
 	if in.Checksum != "" {
 		m["checksum"] = in.Checksum
+	}
+	for k, v := range p.zarr {
+		m[k] = v
+	}
+	if p.zarr != nil {
+		delete(m, "blocksize")
+		delete(m, "filters")
+		delete(m, "compressed_size")
 	}
 	return m
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/zarr"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -35,12 +36,20 @@ type probeKey struct {
 func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 	kst := *st
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		// A sparse frame changes through its chunks.b2frame.
+		// A sparse frame changes through its chunks.b2frame, a Zarr
+		// array through its .zarray or zarr.json. Any other directory
+		// is a plain one, and nothing to log.
 		if err := syscall.Lstat(filepath.Join(path, "chunks.b2frame"), &kst); err != nil {
 			if pack.Transient(err) {
 				return &probe{}, err
 			}
-			return &probe{}, nil
+			meta := zarr.ArrayMetaFile(path)
+			if meta == "" {
+				return &probe{}, nil
+			}
+			if err := syscall.Lstat(filepath.Join(path, meta), &kst); err != nil {
+				return &probe{}, nil
+			}
 		}
 	}
 	key := probeKey{path, kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec}
@@ -551,6 +560,12 @@ func (n *blobNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 	if sz, errno, ours := getXattr(ownXattrs(pr), attr, dest); ours {
 		return sz, errno
 	}
+	if attr == zarrAttrsXattr && pr.ok && pr.zarrAttrs != nil {
+		if len(dest) < len(pr.zarrAttrs) {
+			return uint32(len(pr.zarrAttrs)), syscall.ERANGE
+		}
+		return uint32(copy(dest, pr.zarrAttrs)), 0
+	}
 	sz, err := unix.Lgetxattr(p, attr, dest)
 	return uint32(sz), gofs.ToErrno(err)
 }
@@ -601,6 +616,9 @@ func (n *blobNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.
 		} else {
 			own = nil
 		}
+	}
+	if pr.ok && pr.zarrAttrs != nil {
+		own = append(append(own, zarrAttrsXattr...), 0)
 	}
 	return listXattrs(ownXattrs(pr), own, dest)
 }

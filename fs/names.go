@@ -33,7 +33,7 @@ func diskCandidates(name string) []string {
 		}
 		out = append(out, stem+".npy")
 		if v := strings.TrimSuffix(stem, ".npy"); v != stem {
-			out = append(out, v+".b2nd")
+			out = append(out, v+".b2nd", v+".zarr", v) // a Zarr array directory: v.zarr or v
 		}
 	}
 	add(name)
@@ -42,7 +42,7 @@ func diskCandidates(name string) []string {
 		out = append(out, stem)
 		add(stem)
 		if s := strings.TrimSuffix(stem, ".npy"); s != stem {
-			out = append(out, s+".b2nd")
+			out = append(out, s+".b2nd", s+".zarr", s)
 		}
 	}
 	sort.Strings(out)
@@ -76,6 +76,10 @@ type diskEntry struct {
 	// container reports whether the entry holds a readable container; it
 	// is only asked for entries with a container suffix.
 	container func() bool
+	// zarrArray reports whether a directory without a container suffix
+	// is a Zarr array (shown as name.npy); nil where the backend does
+	// not look (a bucket, where it would cost a request per prefix).
+	zarrArray func() bool
 }
 
 // mapNames applies the view's naming rules to the entries of one
@@ -102,6 +106,9 @@ func mapNames(ents []diskEntry) []entry {
 		if stem, ok := stemView(e.name); ok && e.container != nil && e.container() {
 			byStem[stem] = append(byStem[stem], e)
 			continue
+		} else if !ok && e.dir && e.zarrArray != nil && e.zarrArray() {
+			byStem[e.name+".npy"] = append(byStem[e.name+".npy"], e)
+			continue
 		}
 		out = append(out, entry{view: e.name, disk: e.name, dir: e.dir, meta: e.meta})
 	}
@@ -124,7 +131,7 @@ func stemOf(disk string) string { return all.StemOf(disk) }
 // stemFor returns the disk stem for a new view name of a container
 // stored as disk: for a .b2nd (shown as .npy) the .npy is dropped.
 func stemFor(view, disk string) string {
-	if strings.HasSuffix(disk, ".b2nd") {
+	if strings.HasSuffix(disk, ".b2nd") || strings.HasSuffix(disk, ".zarr") {
 		return strings.TrimSuffix(view, ".npy")
 	}
 	return view

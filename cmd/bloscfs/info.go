@@ -19,6 +19,7 @@ import (
 	"github.com/bloscfs/bloscfs/pack/bloscpack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 	"github.com/bloscfs/bloscfs/remote"
+	"github.com/bloscfs/bloscfs/zarr"
 )
 
 func newUnpackCache() pack.BlockCache { return cache.New[pack.BlockKey](unpackCache) }
@@ -113,6 +114,14 @@ func describe(path string) (*infoRecord, error) {
 		} else {
 			r.Meta[k] = fmt.Sprintf("(%d bytes) %x", len(b), b[:min(len(b), 48)])
 		}
+	}
+	if z, ok := v.Container.(*zarr.DirArray); ok {
+		r.StoredSize = z.StoredSize()
+		if r.StoredSize > 0 {
+			r.Ratio = float64(in.Size) / float64(r.StoredSize)
+		}
+		r.Shape, r.Dtype = z.Shape, z.Descr()
+		r.Meta = z.Describe()
 	}
 	if f, ok := v.Container.(*frame.Frame); ok && f.Array() != nil {
 		a := f.Array()
@@ -250,7 +259,9 @@ func printInfo(stdout io.Writer, r *infoRecord) {
 	if m := r.Metadata; m != nil {
 		fmt.Fprintf(stdout, "  metadata section: %s, codec %s level %d, %d bytes (%d stored, room for %d), checksum %s\n", m.Format, m.Codec, m.Level, m.Size, m.Stored, m.MaxSize, m.Checksum)
 	}
-	if r.Shape != nil {
+	if r.Shape != nil && r.ChunkShape == nil {
+		fmt.Fprintf(stdout, "  array %v %s (.npy view %d bytes)\n", r.Shape, r.Dtype, r.ViewSize)
+	} else if r.Shape != nil {
 		fmt.Fprintf(stdout, "  array %v %s, chunks %v, blocks %v (.npy view %d bytes)\n", r.Shape, r.Dtype, r.ChunkShape, r.BlockShape, r.ViewSize)
 	}
 	keys := make([]string, 0, len(r.Meta))

@@ -9,12 +9,14 @@ import (
 	"github.com/bloscfs/bloscfs/internal/ordered"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/zarr"
 )
 
 // Suffixes are the file-name suffixes that name containers, with the
 // suffix each one's plain view gets (a .b2nd array is shown as .npy).
 var Suffixes = []struct{ Disk, View string }{
 	{".b2frame", ""}, {".b2f", ""}, {".b2", ""}, {".blp", ""}, {".blosc", ""}, {".b2nd", ".npy"},
+	{".zarr", ".npy"}, // a Zarr array directory
 }
 
 // PlainName returns the name of a container file's plain view (x.blp →
@@ -81,6 +83,9 @@ func OpenView(path string, cache pack.BlockCache) (*View, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		v.ReaderAt, v.Size, v.NPY = npy, npy.Size(), true
+	}
+	if _, ok := c.(*zarr.DirArray); ok {
+		v.NPY = true // the ReaderAt is the .npy view already
 	}
 	return v, nil
 }

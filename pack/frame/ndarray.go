@@ -570,6 +570,37 @@ func descrItemsize(s string) int {
 	return -1
 }
 
+// DescrLiteral checks a NumPy dtype as a simple type string ("<f8",
+// "|S5") or a structured list literal ("[('x', '<f8'), ('y', '<i4', (2,))]")
+// and returns the NPY 'descr' literal rebuilt from its parse (never the
+// input copied) and the item size. It fails on anything else, and on a
+// dtype whose item size is unknown or exceeds 2 GiB.
+func DescrLiteral(d string) (string, int, error) {
+	for _, r := range d {
+		if r < 0x20 || r > 0x7E {
+			return "", 0, errDtype
+		}
+	}
+	if strings.HasPrefix(d, "[") {
+		n, err := parseStructuredDtype(d)
+		if err != nil {
+			return "", 0, err
+		}
+		sz := n.itemsize()
+		if sz <= 0 {
+			return "", 0, errDtype
+		}
+		var sb strings.Builder
+		n.literal(&sb)
+		return sb.String(), int(sz), nil
+	}
+	n := descrItemsize(d)
+	if n <= 0 {
+		return "", 0, errDtype
+	}
+	return pyString(d), n, nil
+}
+
 // NPYDescr returns the NPY 'descr' literal of the array: the dtype string
 // quoted, a structured dtype's list literal rebuilt from its parse (the
 // stored string is data, never copied into the header), or, when the
@@ -605,10 +636,21 @@ func (a *Array) NPYDescr() string {
 // (2.0 when needed), length, and the dict padded with spaces and a
 // newline to a multiple of 64 bytes.
 func NPYHeader(descr string, shape []int64) []byte {
+	return NPYHeaderOrder(descr, shape, false)
+}
+
+// NPYHeaderOrder builds an NPY header as NPYHeader does, with
+// 'fortran_order' True when fortran is set (the data then follow in
+// Fortran order, as np.save writes an F-contiguous array).
+func NPYHeaderOrder(descr string, shape []int64, fortran bool) []byte {
 	var sb strings.Builder
 	sb.WriteString("{'descr': ")
 	sb.WriteString(descr)
-	sb.WriteString(", 'fortran_order': False, 'shape': (")
+	if fortran {
+		sb.WriteString(", 'fortran_order': True, 'shape': (")
+	} else {
+		sb.WriteString(", 'fortran_order': False, 'shape': (")
+	}
 	for i, s := range shape {
 		if i > 0 {
 			sb.WriteString(", ")
@@ -619,6 +661,15 @@ func NPYHeader(descr string, shape []int64) []byte {
 		sb.WriteString(",")
 	}
 	sb.WriteString("), }")
+	// np.save leaves room for the growth axis (the first, or the last in
+	// Fortran order) to reach 21 digits.
+	if len(shape) > 0 {
+		g := shape[0]
+		if fortran {
+			g = shape[len(shape)-1]
+		}
+		sb.WriteString(strings.Repeat(" ", max(0, 21-len(strconv.FormatInt(g, 10)))))
+	}
 	dict := sb.String()
 	for _, ver := range []byte{1, 2} {
 		pre := 10

@@ -1,0 +1,129 @@
+package zarr_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/cache"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/pack/frame"
+)
+
+const (
+	benchChunks    = 64      // chunks of the benchmark array
+	benchChunkSize = 1 << 20 // plain bytes per chunk (Zarr v2's usual order of size)
+)
+
+// benchData fills chunk i of a float64 random walk.
+func benchData(i int, b []byte, rng *rand.Rand, x *float64) {
+	for k := 0; k < len(b); k += 8 {
+		*x += rng.NormFloat64()
+		binary.LittleEndian.PutUint64(b[k:], math.Float64bits(math.Round(*x*100)/100))
+	}
+}
+
+// writeBenchStores writes the same float64 random walk as a Zarr v2
+// array (Blosc lz4, shuffle, 1 MiB chunks, as numcodecs' default Blosc
+// writes) and as a .b2frame of the same chunks.
+func writeBenchStores(b *testing.B) (store, b2frame string) {
+	b.Helper()
+	dir := b.TempDir()
+	store = filepath.Join(dir, "walk.zarr")
+	os.MkdirAll(store, 0o755)
+	n := benchChunks * benchChunkSize / 8
+	meta := fmt.Sprintf(`{"zarr_format":2,"shape":[%d],"chunks":[%d],"dtype":"<f8","compressor":{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":0},"fill_value":0.0,"order":"C","filters":null}`, n, benchChunkSize/8)
+	os.WriteFile(filepath.Join(store, ".zarray"), []byte(meta), 0o644)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blosc1: true}
+	p.Filters[5] = blosc.FilterShuffle
+	f, err := os.Create(filepath.Join(dir, "walk.b2frame"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	w, err := frame.NewWriter(f, frame.Params{Chunk: blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Filters: p.Filters}, ChunkSize: benchChunkSize})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var x float64
+	chunk := make([]byte, benchChunkSize)
+	for i := range benchChunks {
+		benchData(i, chunk, rng, &x)
+		c, err := blosc.Compress(nil, chunk, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(store, fmt.Sprint(i)), c, 0o644)
+		if err := w.AddChunk(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return store, f.Name()
+}
+
+// BenchmarkSequential reads the whole array in 1 MiB reads, cold (a
+// fresh cache each time), as the Zarr .npy view and as the same data in
+// a .b2frame.
+func BenchmarkSequential(b *testing.B) {
+	store, b2 := writeBenchStores(b)
+	for _, kind := range []string{"zarr", "b2frame"} {
+		b.Run(kind, func(b *testing.B) {
+			b.SetBytes(benchChunks * benchChunkSize)
+			buf := make([]byte, 1<<20)
+			for b.Loop() {
+				path := store
+				if kind == "b2frame" {
+					path = b2
+				}
+				v, err := all.OpenView(path, cache.New[pack.BlockKey](256<<20))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for off := int64(0); off < v.Size; off += int64(len(buf)) {
+					if _, err := v.ReadAt(buf, off); err != nil && err != io.EOF {
+						b.Fatal(err)
+					}
+				}
+				v.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkRandom4K reads 4 KiB at random offsets through a warm mount's
+// view (the cache holds what earlier reads decoded).
+func BenchmarkRandom4K(b *testing.B) {
+	store, b2 := writeBenchStores(b)
+	for _, kind := range []string{"zarr", "b2frame"} {
+		b.Run(kind, func(b *testing.B) {
+			path := store
+			if kind == "b2frame" {
+				path = b2
+			}
+			v, err := all.OpenView(path, cache.New[pack.BlockKey](16<<20))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer v.Close()
+			rng := rand.New(rand.NewPCG(3, 4))
+			buf := make([]byte, 4096)
+			b.SetBytes(4096)
+			for b.Loop() {
+				if _, err := v.ReadAt(buf, rng.Int64N(v.Size-4096)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,87 @@
+package zarr
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/bloscfs/bloscfs/pack"
+)
+
+// DirArray is an array stored in a local directory: the pack container
+// that pack.OpenPath returns for a Zarr array directory. Close releases
+// the directory.
+type DirArray struct {
+	*Array
+	store *DirStore
+}
+
+// Close releases the directory.
+func (d *DirArray) Close() error { return d.store.Close() }
+
+// ArrayMetaFile returns the name of the metadata file that makes dir a
+// Zarr array (".zarray", or "zarr.json" with node_type "array"), or ""
+// when dir is not one. Symbolic links are not followed.
+func ArrayMetaFile(dir string) string {
+	if st, err := os.Lstat(filepath.Join(dir, ".zarray")); err == nil && st.Mode().IsRegular() {
+		return ".zarray"
+	}
+	p := filepath.Join(dir, "zarr.json")
+	st, err := os.Lstat(p)
+	if err != nil || !st.Mode().IsRegular() || st.Size() > MaxMetaSize {
+		return ""
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxMetaSize))
+	if err != nil || !bytes.Contains(b, []byte(`"array"`)) {
+		return ""
+	}
+	var n nodeV3
+	if checkJSON(b, p) != nil || json.Unmarshal(b, &n) != nil || n.NodeType != "array" {
+		return ""
+	}
+	return "zarr.json"
+}
+
+func init() {
+	pack.RegisterFormat(pack.Format{
+		Name:     "zarr",
+		MatchDir: func(dir string) bool { return ArrayMetaFile(dir) != "" },
+		OpenDir: func(dir string, cache pack.BlockCache) (pack.Container, error) {
+			s, err := OpenDirStore(dir)
+			if err != nil {
+				return nil, err
+			}
+			a, err := Open(s, "", cache)
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			a.Path = ""
+			return &DirArray{Array: a, store: s}, nil
+		},
+	})
+}
+
+// StoredSize returns the bytes of the regular files under the array's
+// directory (chunks and metadata). It walks the directory: callers that
+// list many arrays should not ask.
+func (d *DirArray) StoredSize() int64 {
+	var n int64
+	fs.WalkDir(d.store.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
