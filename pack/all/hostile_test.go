@@ -207,13 +207,23 @@ func (s *stopAfter) Write(p []byte) (int, error) {
 var _ io.Writer = (*stopAfter)(nil)
 
 // TestShrunkUnderView truncates container files while views of them are
-// open (blocks decode from the file's memory mapping): reads of the lost
-// part fail with an error naming the file, and nothing crashes. Cutting
+// open, read with pread (the default) and from the file's memory mapping
+// (BLOSCFS_MMAP=1): reads of the lost part fail with an error naming the
+// file (wrapping mmapfile.ErrFault when mapped), and nothing crashes. Cutting
 // only the tail leaves the last block's streams partly in the page that
 // holds the new end, which reads as zeros without a fault: a series that
 // compresses well once read back as zeros (zero-run streams) with no
 // error, before the mapping checked the file's size after each read.
 func TestShrunkUnderView(t *testing.T) {
+	for _, mapped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "pread", true: "mmap"}[mapped], func(t *testing.T) {
+			defer mmapfile.SetEnabled(mmapfile.SetEnabled(mapped))
+			testShrunkUnderView(t, mapped)
+		})
+	}
+}
+
+func testShrunkUnderView(t *testing.T, mapped bool) {
 	for _, tc := range []struct {
 		name   string
 		clevel int
@@ -252,7 +262,7 @@ func TestShrunkUnderView(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), path) {
 				t.Fatalf("reading past the new end: %v, want an error naming %s", err, path)
 			}
-			if !errors.Is(err, mmapfile.ErrFault) {
+			if mapped && !errors.Is(err, mmapfile.ErrFault) {
 				t.Errorf("reading past the new end: %v, want a fault on the mapping", err)
 			}
 			if _, err := v.ReadAt(buf[:4096], v.Size-4096); err == nil {
