@@ -85,6 +85,33 @@ func TestVersion(t *testing.T) {
 	if r := run1(t, bin, "--version"); !strings.HasPrefix(r, "bloscfs v9.8.7\n") {
 		t.Errorf("-ldflags version: %q", r)
 	}
+	// The zstd decoder: klauspost's in a static build; libzstd in a cgo
+	// build where the system's libzstd.so.1 loads, unless BLOSCFS_ZSTD=go.
+	static := filepath.Join(t.TempDir(), "bloscfs-static")
+	cmd := exec.Command("go", "build", "-o", static, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if r := run1(t, static, "version"); !strings.Contains(r, "zstd:     decoding with klauspost/compress (pure Go)") {
+		t.Errorf("CGO_ENABLED=0 build: %q", r)
+	}
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libzstd.so.1"); err == nil {
+		cgo := filepath.Join(t.TempDir(), "bloscfs-cgo")
+		cmd := exec.Command("go", "build", "-o", cgo, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if r := run1(t, cgo, "version"); !strings.Contains(r, "zstd:     decoding with libzstd 1.") {
+			t.Errorf("cgo build with libzstd.so.1 present: %q", r)
+		}
+		cmd = exec.Command(cgo, "version")
+		cmd.Env = append(os.Environ(), "BLOSCFS_ZSTD=go")
+		if out, _ := cmd.Output(); !strings.Contains(string(out), "decoding with klauspost/compress") {
+			t.Errorf("BLOSCFS_ZSTD=go: %q", out)
+		}
+	}
 }
 
 // TestMountHelperForm: a first argument that is not a command, as
