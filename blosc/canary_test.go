@@ -429,3 +429,20 @@ func TestCanaryCompressors(t *testing.T) {
 		}
 	}
 }
+
+// TestCanaryZstdDecoders runs the canary tests once with each zstd
+// decoder this binary has: libzstd (a cgo build where the library loads)
+// and klauspost's pure-Go decoder. Without cgo only the latter exists, and
+// the other canary tests already run it.
+func TestCanaryZstdDecoders(t *testing.T) {
+	if libzstdDecode == nil {
+		t.Skip("built without cgo or libzstd.so.1 missing: only klauspost's decoder exists, covered by the other canary tests")
+	}
+	for _, c := range []bool{true, false} {
+		t.Run(map[bool]string{true: "libzstd", false: "klauspost"}[c], func(t *testing.T) {
+			defer useLibzstd.Store(useLibzstd.Swap(c))
+			TestCanaryGrid(t)
+			TestCanaryCodecs(t)
+		})
+	}
+}

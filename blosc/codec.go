@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bloscfs/bloscfs/blosc/blosclz"
 	"github.com/klauspost/compress/s2"
@@ -214,7 +216,31 @@ func sharedZstdDecoder() *zstd.Decoder {
 	return zstdDec
 }
 
+// libzstdDecode is libzstd's decoder when the binary is built with cgo
+// and the system's libzstd.so.1 loads (zstd_c.go), else nil; libzstdName
+// names it. useLibzstd says whether streams without a dictionary go to it
+// (BLOSCFS_ZSTD=go in the environment keeps them on klauspost's decoder).
+var (
+	libzstdDecode func(dst, src []byte) error
+	libzstdName   string
+	useLibzstd    atomic.Bool
+)
+
+func init() { useLibzstd.Store(os.Getenv("BLOSCFS_ZSTD") != "go") }
+
+// ZstdDecoder names the decoder that zstd streams without a dictionary go
+// to: libzstd (with its version) or klauspost/compress's pure-Go decoder.
+func ZstdDecoder() string {
+	if libzstdDecode != nil && useLibzstd.Load() {
+		return libzstdName + " (cgo, run-time loaded)"
+	}
+	return "klauspost/compress (pure Go)"
+}
+
 func decodeZstd(dst, src, dict []byte) error {
+	if dict == nil && libzstdDecode != nil && useLibzstd.Load() {
+		return libzstdDecode(dst, src)
+	}
 	d := sharedZstdDecoder()
 	if dict != nil {
 		var err error

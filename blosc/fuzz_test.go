@@ -118,5 +118,21 @@ func FuzzDecode(f *testing.F) {
 		if rc.NumBlocks() > 0 && total != int(c.Nbytes) {
 			t.Fatalf("blocks add up to %d, nbytes %d", total, c.Nbytes)
 		}
+		if c.Codec() == CodecZstd && libzstdDecode != nil {
+			// The other zstd decoder (libzstd and klauspost's, whichever
+			// did not run above) stays in the window too, and agrees on
+			// the bytes where both decode.
+			old := useLibzstd.Load()
+			useLibzstd.Store(!old)
+			defer useLibzstd.Store(old)
+			co := testutil.NewCanary(int(c.Nbytes))
+			otherErr := c.Decode(co.Dst())
+			if err := co.Check(); err != nil {
+				t.Fatalf("Decode with the other zstd decoder (err %v) %s", otherErr, err)
+			}
+			if fullErr == nil && otherErr == nil && !bytes.Equal(co.Dst(), full) {
+				t.Fatal("the two zstd decoders decode different bytes")
+			}
+		}
 	})
 }

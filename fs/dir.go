@@ -513,7 +513,46 @@ func (n *plainNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 			unix.FcntlInt(uintptr(fd), unix.F_SETFL, cur&^unix.O_NONBLOCK)
 		}
 	}
-	return fh, fl, 0
+	return &plainFile{LoopbackFile: lf, stats: &n.fs.stats, name: n.Path(nil)}, fl, 0
+}
+
+// plainFile is an open passed-through file. go-fuse hands its descriptor
+// to the kernel as the backing file (FUSE passthrough) where the kernel
+// and our privileges allow, and falls back silently to serving its reads
+// and writes here: the file counts as passed through from the kernel's
+// request for its descriptor until a READ or WRITE of it reaches the
+// daemon (`bloscfs stats`).
+type plainFile struct {
+	*gofs.LoopbackFile
+	stats *counters
+	name  string
+}
+
+// PassthroughFd gives the kernel the source file's descriptor.
+func (f *plainFile) PassthroughFd() (int, bool) {
+	fd, ok := f.LoopbackFile.PassthroughFd()
+	if ok {
+		f.stats.setPassed(f, f.name, true)
+	}
+	return fd, ok
+}
+
+// Read serves a READ that the kernel did not serve itself.
+func (f *plainFile) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	f.stats.setPassed(f, "", false)
+	return f.LoopbackFile.Read(ctx, buf, off)
+}
+
+// Write serves a WRITE that the kernel did not serve itself.
+func (f *plainFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	f.stats.setPassed(f, "", false)
+	return f.LoopbackFile.Write(ctx, data, off)
+}
+
+// Release closes the file.
+func (f *plainFile) Release(ctx context.Context) syscall.Errno {
+	f.stats.setPassed(f, "", false)
+	return f.LoopbackFile.Release(ctx)
 }
 
 // linkBlob links the disk file of a compressed file under name, with its

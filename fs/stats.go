@@ -31,8 +31,14 @@ type Stats struct {
 	// Codecs has the decoding cost per codec name.
 	Codecs map[string]CodecStat `json:"codecs"`
 	// OpenFiles counts the open handles of compressed files.
-	OpenFiles int64          `json:"open_files"`
-	ReadAhead ReadAheadStats `json:"read_ahead"`
+	OpenFiles int64 `json:"open_files"`
+	// Passthrough names the open plain files (paths in the mount) whose
+	// reads and writes the kernel serves from the source file itself
+	// (FUSE passthrough: root, kernel 6.9+): the kernel was given their
+	// source file at open, and no READ or WRITE of theirs has reached the
+	// daemon since.
+	Passthrough []string       `json:"passthrough"`
+	ReadAhead   ReadAheadStats `json:"read_ahead"`
 	// Remote is what a remote mount asked of the object store (nil for a
 	// local mount).
 	Remote *RemoteStats `json:"remote,omitempty"`
@@ -84,6 +90,9 @@ type counters struct {
 	openFiles                        atomic.Int64
 	aheadRuns, aheadBytes, aheadHits atomic.Int64
 	codecs                           sync.Map // codec name → *codecCounter
+
+	passMu sync.Mutex
+	passed map[*plainFile]string // open plain files handed to the kernel, by path
 }
 
 type codecCounter struct{ blocks, bytes, nanos atomic.Int64 }
@@ -112,6 +121,7 @@ func (f *FS) Stats() Stats {
 	if f.remote != nil {
 		s.Remote = f.remote()
 	}
+	s.Passthrough = f.stats.passthrough()
 	var names []string
 	f.stats.codecs.Range(func(k, _ any) bool { names = append(names, k.(string)); return true })
 	sort.Strings(names)
@@ -202,4 +212,35 @@ func (n *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint3
 		return n.fs.getStats(dest)
 	}
 	return n.LoopbackNode.Getxattr(ctx, attr, dest)
+}
+
+// passthrough returns the sorted paths of the open plain files passed
+// through, each once.
+func (c *counters) passthrough() []string {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	seen := map[string]bool{}
+	names := []string{}
+	for _, name := range c.passed {
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// setPassed records (on) or forgets a plain file handed to the kernel.
+func (c *counters) setPassed(f *plainFile, name string, on bool) {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	if on {
+		if c.passed == nil {
+			c.passed = map[*plainFile]string{}
+		}
+		c.passed[f] = name
+	} else {
+		delete(c.passed, f)
+	}
 }

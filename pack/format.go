@@ -113,6 +113,14 @@ func OpenPath(path string, cache BlockCache) (Container, io.Closer, error) {
 		}
 		return c, closer, nil
 	}
+	if !mmapfile.Enabled() {
+		c, err := Open(file, st.Size(), path, cache)
+		if err != nil {
+			file.Close()
+			return nil, nil, err
+		}
+		return c, file, nil
+	}
 	// Blocks decode from the file's memory mapping, not from a pread copy.
 	m := mmapfile.New(file, st.Size())
 	c, err := Open(m, st.Size(), path, cache)

@@ -85,6 +85,33 @@ func TestVersion(t *testing.T) {
 	if r := run1(t, bin, "--version"); !strings.HasPrefix(r, "bloscfs v9.8.7\n") {
 		t.Errorf("-ldflags version: %q", r)
 	}
+	// The zstd decoder: klauspost's in a static build; libzstd in a cgo
+	// build where the system's libzstd.so.1 loads, unless BLOSCFS_ZSTD=go.
+	built := map[string]string{} // CGO_ENABLED → binary
+	for _, tc := range []struct{ cgo, env, want string }{
+		{"0", "", "zstd:     decoding with klauspost/compress (pure Go)"},
+		{"1", "", "zstd:     decoding with libzstd 1."},
+		{"1", "BLOSCFS_ZSTD=go", "zstd:     decoding with klauspost/compress (pure Go)"},
+	} {
+		if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libzstd.so.1"); err != nil && tc.cgo == "1" {
+			continue // no libzstd where Debian puts it: a cgo build decodes with klauspost's
+		}
+		out, ok := built[tc.cgo]
+		if !ok {
+			out = filepath.Join(t.TempDir(), "bloscfs-cgo"+tc.cgo)
+			build := exec.Command("go", "build", "-o", out, ".")
+			build.Env = append(os.Environ(), "CGO_ENABLED="+tc.cgo)
+			if msg, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("%v\n%s", err, msg)
+			}
+			built[tc.cgo] = out
+		}
+		cmd := exec.Command(out, "version")
+		cmd.Env = append(os.Environ(), tc.env)
+		if got, err := cmd.Output(); err != nil || !strings.Contains(string(got), tc.want) {
+			t.Errorf("CGO_ENABLED=%s %s: %v, %q, want %q", tc.cgo, tc.env, err, got, tc.want)
+		}
+	}
 }
 
 // TestMountHelperForm: a first argument that is not a command, as

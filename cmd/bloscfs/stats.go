@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
 	"golang.org/x/sys/unix"
@@ -83,6 +84,11 @@ func cmdStats(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "decode %-5s %d blocks, %s in %.3f s%s\n", name+":", d.Blocks, mib(d.DecodedBytes), d.DecodeSeconds, speed)
 	}
 	fmt.Fprintf(stdout, "open files:  %d\n", s.OpenFiles)
+	if len(s.Passthrough) > 0 {
+		fmt.Fprintf(stdout, "passthrough: %d plain files read by the kernel itself: %s\n", len(s.Passthrough), strings.Join(s.Passthrough, ", "))
+	} else {
+		fmt.Fprintf(stdout, "passthrough: no open plain file read by the kernel itself\n")
+	}
 	fmt.Fprintf(stdout, "read-ahead:  %d runs, %s asked, %d READs found their bytes asked for\n", s.ReadAhead.Runs, mib(s.ReadAhead.Bytes), s.ReadAhead.Hits)
 	if r := s.Remote; r != nil {
 		fmt.Fprintf(stdout, "remote:      %d requests, %s fetched\n", r.Requests, mib(r.FetchedBytes))

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/shuffle"
 	"golang.org/x/sys/cpu"
 )
@@ -96,6 +97,7 @@ func cmdVersion(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "go-fuse:  %s\n", depVersion(bi, "github.com/hanwen/go-fuse/v2"))
 	fmt.Fprintf(stdout, "codecs:   blosc, blosclz: bloscfs's own; zstd, zlib, snappy: klauspost/compress %s; lz4, lz4hc: pierrec/lz4 %s\n",
 		depVersion(bi, "github.com/klauspost/compress"), depVersion(bi, "github.com/pierrec/lz4/v4"))
+	fmt.Fprintf(stdout, "zstd:     decoding with %s\n", blosc.ZstdDecoder())
 	fmt.Fprintf(stdout, "shuffle:  %s kernels (CPU: %s)\n", kernels, cpuFeatures())
 	return nil
 }
