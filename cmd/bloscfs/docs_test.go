@@ -17,7 +17,7 @@ func commandFlags(t *testing.T, cmd string) []string {
 	t.Helper()
 	h := bloscfs(t, "help", cmd)
 	var flags []string
-	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z-]+)`).FindAllStringSubmatch(string(h.stdout), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(string(h.stdout), -1) {
 		flags = append(flags, m[1])
 	}
 	return flags

@@ -182,7 +182,7 @@ func newJSON(w io.Writer) *json.Encoder {
 func cmdInfo(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("info", stdout)
 	asJSON := fs.Bool("json", false, "print JSON: one object per file, {\"path\", \"error\"} for a file that cannot be read")
-	addRemoteFlags(fs)
+	addRemoteFlagsFor(fs, remoteConn)
 	files, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -335,7 +335,7 @@ func isContainer(path string) bool {
 func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	flags := newFlags("verify", stdout)
 	asJSON := flags.Bool("json", false, "print JSON")
-	addRemoteFlags(flags)
+	addRemoteFlagsFor(flags, remoteRead)
 	paths, err := parseFlags(flags, args)
 	if err != nil {
 		return err
