@@ -25,21 +25,27 @@ func newUnpackCache() pack.BlockCache { return cache.New[pack.BlockKey](unpackCa
 
 // infoRecord is what info prints for one file.
 type infoRecord struct {
-	Path       string  `json:"path"`
-	Format     string  `json:"format"`
-	Version    int     `json:"version"`
-	Size       int64   `json:"size"`
-	ViewSize   int64   `json:"view_size"`
-	StoredSize int64   `json:"stored_size"`
-	Ratio      float64 `json:"ratio"`
-	Chunks     int     `json:"chunks"`
-	ChunkSize  int64   `json:"chunk_size"`
-	Blocksize  int     `json:"blocksize"`
-	Codec      string  `json:"codec"`
-	Clevel     *int    `json:"clevel,omitempty"` // not recorded by Bloscpack
-	Typesize   int     `json:"typesize"`
-	Filters    string  `json:"filters"`
-	Checksum   string  `json:"checksum,omitempty"`
+	Path    string `json:"path"`
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	// Size is the plain bytes: what unpack writes and a mount shows (a
+	// .b2nd's .npy file); ViewSize is the same, under its older name.
+	Size       int64 `json:"size"`
+	ViewSize   int64 `json:"view_size"`
+	StoredSize int64 `json:"stored_size"`
+	// PaddedSize is what a .b2nd's chunks hold: the array padded to
+	// whole chunks (0 for other files).
+	PaddedSize int64 `json:"padded_size,omitempty"`
+	// Ratio is Size ÷ StoredSize, as pack and unpack report it.
+	Ratio     float64 `json:"ratio"`
+	Chunks    int     `json:"chunks"`
+	ChunkSize int64   `json:"chunk_size"`
+	Blocksize int     `json:"blocksize"`
+	Codec     string  `json:"codec"`
+	Clevel    *int    `json:"clevel,omitempty"` // not recorded by Bloscpack
+	Typesize  int     `json:"typesize"`
+	Filters   string  `json:"filters"`
+	Checksum  string  `json:"checksum,omitempty"`
 	// Bloscpack's header: the last chunk's size, the room for appended
 	// chunks, whether there is an offsets table and a metadata section.
 	LastChunk    *int64        `json:"last_chunk,omitempty"`
@@ -82,7 +88,7 @@ func describe(path string) (*infoRecord, error) {
 	defer v.Close()
 	in := v.Container.Info()
 	r := &infoRecord{
-		Path: path, Format: in.Format, Version: in.Version, Size: in.Size, ViewSize: v.Size,
+		Path: path, Format: in.Format, Version: in.Version, Size: v.Size, ViewSize: v.Size,
 		StoredSize: in.StoredSize, Chunks: in.Chunks, ChunkSize: in.ChunkSize, Blocksize: in.Blocksize,
 		Codec: in.Codec, Typesize: in.Typesize, Filters: blosc.FilterString(in.Filters, in.FiltersMeta),
 		Checksum: in.Checksum,
@@ -91,7 +97,7 @@ func describe(path string) (*infoRecord, error) {
 		r.Clevel = &in.Clevel
 	}
 	if in.StoredSize > 0 {
-		r.Ratio = float64(in.Size) / float64(in.StoredSize)
+		r.Ratio = float64(r.Size) / float64(in.StoredSize)
 	}
 	if f, ok := v.Container.(*bloscpack.File); ok {
 		h := f.Header
@@ -117,6 +123,7 @@ func describe(path string) (*infoRecord, error) {
 	if f, ok := v.Container.(*frame.Frame); ok && f.Array() != nil {
 		a := f.Array()
 		r.Shape, r.ChunkShape, r.BlockShape, r.Dtype = a.Shape, a.ChunkShape, a.BlockShape, a.Dtype
+		r.PaddedSize = in.Size
 		name := "b2nd"
 		if a.Legacy {
 			name = "caterva"
@@ -227,7 +234,7 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 
 // printInfo prints a record as text.
 func printInfo(stdout io.Writer, r *infoRecord) {
-	fmt.Fprintf(stdout, "%s: %s v%d, %d bytes in %d stored (ratio %.2f)\n", r.Path, r.Format, r.Version, r.Size, r.StoredSize, r.Ratio)
+	fmt.Fprintf(stdout, "%s: %s v%d, %d plain bytes in %d stored (ratio %.2f)\n", r.Path, r.Format, r.Version, r.Size, r.StoredSize, r.Ratio)
 	fmt.Fprintf(stdout, "  chunks %d × %d, blocks %d, codec %s", r.Chunks, r.ChunkSize, r.Blocksize, r.Codec)
 	if r.Clevel != nil {
 		fmt.Fprintf(stdout, " clevel %d", *r.Clevel)
@@ -251,7 +258,7 @@ func printInfo(stdout io.Writer, r *infoRecord) {
 		fmt.Fprintf(stdout, "  metadata section: %s, codec %s level %d, %d bytes (%d stored, room for %d), checksum %s\n", m.Format, m.Codec, m.Level, m.Size, m.Stored, m.MaxSize, m.Checksum)
 	}
 	if r.Shape != nil {
-		fmt.Fprintf(stdout, "  array %v %s, chunks %v, blocks %v (.npy view %d bytes)\n", r.Shape, r.Dtype, r.ChunkShape, r.BlockShape, r.ViewSize)
+		fmt.Fprintf(stdout, "  array %v %s, chunks %v, blocks %v; the plain bytes are its .npy file, the chunks hold %d bytes padded to whole chunks\n", r.Shape, r.Dtype, r.ChunkShape, r.BlockShape, r.PaddedSize)
 	}
 	keys := make([]string, 0, len(r.Meta))
 	for k := range r.Meta {

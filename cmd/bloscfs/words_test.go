@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -52,5 +53,41 @@ func TestErrorsInPlainWords(t *testing.T) {
 				t.Errorf("%s: a package name in %q", cmd, line)
 			}
 		}
+	}
+}
+
+// TestOneRatio: pack, info and unpack give a .b2nd array the same ratio,
+// plain bytes (its .npy file) ÷ stored bytes, and info shows the chunks'
+// padded size apart, labelled.
+func TestOneRatio(t *testing.T) {
+	dir := t.TempDir()
+	npy, b2nd := filepath.Join(dir, "a.npy"), filepath.Join(dir, "a.b2nd")
+	writeNPY(t, npy, 100000)
+	ratioRE := regexp.MustCompile(`\(ratio ([0-9.]+)\)`)
+	ratio := func(what string, out []byte) string {
+		t.Helper()
+		m := ratioRE.FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: no ratio in %q", what, out)
+		}
+		return string(m[1])
+	}
+	r := bloscfs(t, "pack", "--chunkshape", "30000", "--blockshape", "5000", npy, b2nd)
+	packed := ratio("pack", r.stderr)
+	r = bloscfs(t, "info", b2nd)
+	if got := ratio("info", r.stdout); got != packed {
+		t.Errorf("info's ratio %s, pack's %s", got, packed)
+	}
+	if want := "the chunks hold 960000 bytes padded to whole chunks"; !strings.Contains(string(r.stdout), want) {
+		t.Errorf("info: no %q in\n%s", want, r.stdout)
+	}
+	r = bloscfs(t, "unpack", b2nd, filepath.Join(dir, "b.npy"))
+	if got := ratio("unpack", r.stderr); got != packed {
+		t.Errorf("unpack's ratio %s, pack's %s", got, packed)
+	}
+	r = bloscfs(t, "info", "--json", b2nd)
+	st, _ := os.Stat(npy)
+	if want := `"size": ` + strconv.FormatInt(st.Size(), 10) + ","; !strings.Contains(string(r.stdout), want) || !strings.Contains(string(r.stdout), `"padded_size": 960000,`) {
+		t.Errorf("info --json: want %s and padded_size 960000 in\n%s", want, r.stdout)
 	}
 }
