@@ -348,7 +348,7 @@ func TestStats(t *testing.T) {
 	}
 	// The text form says the same.
 	text := string(mustRun(t, bin, "stats", m.dir))
-	if !strings.Contains(text, "1 hits, 1 misses") || !strings.Contains(text, "decode zstd:") {
+	if !strings.Contains(text, "1 hit, 1 miss ") || !strings.Contains(text, "decode zstd:") {
 		t.Errorf("stats:\n%s", text)
 	}
 	// Open files are counted until their release, which the kernel

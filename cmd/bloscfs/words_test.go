@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	bfs "github.com/bloscfs/bloscfs/fs"
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 )
 
@@ -89,5 +90,44 @@ func TestOneRatio(t *testing.T) {
 	st, _ := os.Stat(npy)
 	if want := `"size": ` + strconv.FormatInt(st.Size(), 10) + ","; !strings.Contains(string(r.stdout), want) || !strings.Contains(string(r.stdout), `"padded_size": 960000,`) {
 		t.Errorf("info --json: want %s and padded_size 960000 in\n%s", want, r.stdout)
+	}
+}
+
+// TestStatsText: stats prints its figures in one column after the
+// labels, whatever the codec names, with singulars for one, and says in
+// words what the read-ahead counters count.
+func TestStatsText(t *testing.T) {
+	s := bfs.Stats{Source: "/data", UptimeSeconds: 12}
+	s.Cache.Hits, s.Cache.Misses, s.Cache.Loads, s.Cache.Entries = 1, 1, 1, 1
+	s.Codecs = map[string]bfs.CodecStat{
+		"blosclz": {Blocks: 1, DecodedBytes: 1 << 20, DecodeSeconds: 0.01},
+		"lz4":     {Blocks: 2, DecodedBytes: 2 << 20, DecodeSeconds: 0.01},
+	}
+	s.ReadAhead.Runs, s.ReadAhead.Hits = 1, 1
+	s.Remote = &bfs.RemoteStats{Requests: 1}
+	var b strings.Builder
+	printStats(&b, "/mnt", s)
+	text := b.String()
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	figure := regexp.MustCompile(`^  (?:\S[^:]*:)?\s+\S`)
+	col := -1
+	for _, line := range lines[1:] {
+		i := len(figure.FindString(line)) - 1
+		if col < 0 {
+			col = i
+		}
+		if i < 0 || i != col {
+			t.Errorf("stats: %q starts its figures at column %d, not %d:\n%s", line, i, col, text)
+		}
+	}
+	for _, bad := range []string{"1 blocks", "1 hits", "1 misses", "1 decodes", "1 requests", "1 READs", "found their bytes asked for"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("stats says %q:\n%s", bad, text)
+		}
+	}
+	for _, want := range []string{"1 hit, 1 miss", "decode blosclz:", "1 block, ", "1 READ found all its bytes already decoded"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("stats does not say %q:\n%s", want, text)
+		}
 	}
 }
