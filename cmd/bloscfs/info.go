@@ -199,7 +199,19 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	recs := []any{}
 	failed := false
-	err = walkContainers(files, func(p string, err error) {
+	var local []string
+	for _, p := range files {
+		if msg := inMount(p, "info"); msg != "" {
+			failed = true
+			if !*asJSON {
+				fmt.Fprintf(stderr, "bloscfs info: %s: %s\n", p, msg)
+			}
+			recs = append(recs, errorRecord{Path: p, Error: msg})
+			continue
+		}
+		local = append(local, p)
+	}
+	err = walkContainers(local, func(p string, err error) {
 		var r *infoRecord
 		if err == nil {
 			r, err = describe(p)
@@ -351,8 +363,8 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: verify PATH...", errUsage)
 	}
 	for _, p := range paths {
-		if src := mountSource(p); src != "" {
-			return fmt.Errorf("%s is a bloscfs mount, which shows files decompressed: verify its source, %s", p, src)
+		if msg := inMount(p, "verify"); msg != "" {
+			return fmt.Errorf("%s: %s", p, msg)
 		}
 	}
 	var recs []verifyRecord
@@ -405,16 +417,60 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// mountSource returns the source of the bloscfs mount at path ("" if
-// path is no bloscfs mountpoint).
-func mountSource(path string) string {
+// inMount says, for info and verify, what path is when it is a bloscfs
+// mountpoint or inside one: the mount shows decompressed views, so the
+// command is to be run on the source (named: the file a view shows when
+// it can be found). It returns "" for any other path.
+func inMount(path, cmd string) string {
 	abs, err := filepath.Abs(path)
+	if err != nil || remote.IsURL(path) {
+		return ""
+	}
+	var m bloscfsMount
+	for _, c := range bloscfsMounts() {
+		if (abs == c.dir || strings.HasPrefix(abs, c.dir+"/") || c.dir == "/") && len(c.dir) > len(m.dir) {
+			m = c
+		}
+	}
+	if m.dir == "" {
+		return ""
+	}
+	if abs == m.dir {
+		return fmt.Sprintf("a bloscfs mount of %s, which shows its files decompressed: run 'bloscfs %s %s'", m.source, cmd, m.source)
+	}
+	rel, _ := filepath.Rel(m.dir, abs)
+	if src := sourceOf(m.source, rel); src != "" {
+		return fmt.Sprintf("the decompressed view of %s (bloscfs mount at %s): run 'bloscfs %s %s'", src, m.dir, cmd, src)
+	}
+	dir := m.source + "/" + filepath.Dir(rel)
+	if filepath.Dir(rel) == "." {
+		dir = m.source
+	}
+	return fmt.Sprintf("in the bloscfs mount at %s, which shows the files of %s decompressed: run 'bloscfs %s' on the file there", m.dir, dir, cmd)
+}
+
+// sourceOf returns the file of a local mount's source that the view
+// name rel shows: rel itself, or a container whose plain name is rel's.
+// It returns "" when the source is not a local directory (a bucket, or
+// an fsname=) or holds no such file.
+func sourceOf(source, rel string) string {
+	dir := filepath.Join(source, filepath.Dir(rel))
+	if !filepath.IsAbs(source) {
+		return ""
+	}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return ""
 	}
-	for _, m := range bloscfsMounts() {
-		if m.dir == abs {
-			return m.source
+	base := filepath.Base(rel)
+	for _, e := range entries {
+		if plain, ok := all.PlainName(e.Name()); ok && plain == base {
+			return filepath.Join(dir, e.Name())
+		}
+	}
+	for _, e := range entries {
+		if e.Name() == base {
+			return filepath.Join(dir, base)
 		}
 	}
 	return ""

@@ -257,6 +257,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeLog()
+	prefixMount(logger, mnt)
 	o.Logger = logger
 	var server *fuse.Server
 	var stats statser
