@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -128,6 +130,31 @@ func TestStatsText(t *testing.T) {
 	for _, want := range []string{"1 hit, 1 miss", "decode blosclz:", "1 block, ", "1 READ found all its bytes already decoded"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("stats does not say %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestExamplesReproduce: examples/make-examples.sh, run with this
+// binary, makes the bundled example files byte for byte (it gives pack
+// every parameter, so that a change of defaults does not drift them).
+func TestExamplesReproduce(t *testing.T) {
+	out := t.TempDir()
+	cmd := exec.Command("bash", filepath.Join(root, "examples", "make-examples.sh"), out)
+	cmd.Env = append(os.Environ(), "BLOSCFS="+binary)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make-examples.sh: %v\n%s", err, b)
+	}
+	for _, name := range []string{"server-log.blp", "temperatures.b2frame", "grid.b2nd"} {
+		want, err := os.ReadFile(filepath.Join(root, "examples", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("make-examples.sh makes a %s of %d bytes that differs from the bundled one (%d bytes): run it and commit the result", name, len(got), len(want))
 		}
 	}
 }
