@@ -86,9 +86,10 @@ const maxPackBlock = 64 << 20
 const packHelp = `Compress a plain file on all cores into a Blosc2 frame (default), a
 Bloscpack file, or (for a .npy input) a .b2nd array. OUT defaults to
 IN.b2frame (IN.blp; x.b2nd for x.npy); with IN - (standard input) OUT is
-required. Defaults: b2frame with python-blosc2's parameters (zstd, clevel
-5, shuffle, typesize 8), blp with bloscpack's (blosclz, clevel 7, shuffle,
-adler32); 1 MiB chunks.`
+required. Defaults: b2frame with zstd, clevel 5, shuffle, typesize 8
+(python-blosc2's codec, filter and typesize, c-blosc2's default level;
+python-blosc2's is 1), blp with bloscpack's parameters (blosclz, clevel 7,
+shuffle, adler32); 1 MiB chunks.`
 
 func cmdPack(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("pack", stdout)
