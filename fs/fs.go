@@ -17,6 +17,7 @@
 package fs
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -124,6 +125,11 @@ type FS struct {
 
 	stats  counters
 	remote func() *RemoteStats // a remote mount's store counters; nil for a local mount
+
+	// stages holds the nodes that have a stage (*blobNode → struct{}),
+	// for Shutdown; stopping is set once Shutdown has begun.
+	stages   sync.Map
+	stopping atomic.Bool
 }
 
 // diskID returns the identity of a disk file: the inode number as the
@@ -298,7 +304,7 @@ func (f *FS) idFromStat(st *syscall.Stat_t) gofs.StableAttr {
 
 // Mount serves a view of source at mountpoint and returns once the mount
 // is ready. The caller waits on the server and unmounts it.
-func Mount(source, mountpoint string, opts Options) (*fuse.Server, *FS, error) {
+func Mount(source, mountpoint string, opts Options) (*Server, *FS, error) {
 	root, f, err := New(source, opts)
 	if err != nil {
 		return nil, nil, err
@@ -332,7 +338,7 @@ func Mount(source, mountpoint string, opts Options) (*fuse.Server, *FS, error) {
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
-	server, err := gofs.Mount(mountpoint, root, &gofs.Options{
+	server, err := serve(mountpoint, root, &gofs.Options{
 		MountOptions:    mo,
 		AttrTimeout:     &attr,
 		EntryTimeout:    &attr,
@@ -359,6 +365,14 @@ func checkMountpoint(mnt, source string) error {
 	if err != nil {
 		return err
 	}
+	// Look in the mount table first: a stat of a dead FUSE mount fails
+	// with ENOTCONN, which says nothing of how to clear it.
+	if m, mounted, err := MountAt(abs); err == nil && mounted {
+		if strings.HasPrefix(m.FSType, "fuse") && deadMount(abs) {
+			return fmt.Errorf("mountpoint %s is a dead FUSE mount (%s): its daemon has exited; clear it with 'bloscfs unmount %s', then mount again", abs, m.Source, abs)
+		}
+		return fmt.Errorf("mountpoint %s is busy: something is already mounted there (bloscfs unmount %s)", abs, abs)
+	}
 	st, err := os.Stat(abs)
 	if err != nil {
 		return fmt.Errorf("mountpoint %s: %w", abs, err)
@@ -378,10 +392,25 @@ func checkMountpoint(mnt, source string) error {
 			return fmt.Errorf("the source %s is inside the mountpoint %s", source, abs)
 		}
 	}
-	if mounted, err := IsMountpoint(abs); err == nil && mounted {
-		return fmt.Errorf("mountpoint %s is busy: something is already mounted there (bloscfs unmount %s)", abs, abs)
-	}
 	return nil
+}
+
+// deadMount reports whether the FUSE mount at dir has lost its daemon:
+// a stat of it fails with ENOTCONN. The stat runs aside with a time
+// limit, since a mount whose daemon hangs would hold it (the mount being
+// checked is never this process's own).
+func deadMount(dir string) bool {
+	done := make(chan error, 1)
+	go func() {
+		var st unix.Stat_t
+		done <- unix.Stat(dir, &st)
+	}()
+	select {
+	case err := <-done:
+		return errors.Is(err, syscall.ENOTCONN)
+	case <-time.After(2 * time.Second):
+		return false
+	}
 }
 
 // within reports whether path is dir or lies below it.

@@ -18,7 +18,6 @@ import (
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -252,7 +251,7 @@ func allOpenView(path string) (*all.View, error) { return all.OpenView(path, pac
 
 // unmountAtEnd unmounts server's mount at mnt when the test ends, also
 // after a failure; a mount that will not go is detached.
-func unmountAtEnd(t *testing.T, server *fuse.Server, mnt string) {
+func unmountAtEnd(t *testing.T, server *Server, mnt string) {
 	t.Cleanup(func() {
 		if err := server.Unmount(); err != nil {
 			t.Errorf("unmount: %v", err)

@@ -2,31 +2,90 @@ package fs
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
-	"golang.org/x/sys/unix"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
+
+// The daemon never makes a system call on a path inside its own mount:
+// such a call is a request that only the daemon itself can answer, and a
+// SIGKILL that arrives while one is waiting leaves the process unkillable
+// (the last thread waits for an answer that the dying process can no
+// longer give, so /dev/fuse is never closed and the connection never
+// aborted). Everything this file needs to know about a mount comes from
+// /proc/self/mountinfo, and a mount is served without go-fuse's start-up
+// "poll hack", which opens a file through the new mount.
+
+// MountInfo is one line of /proc/self/mountinfo.
+type MountInfo struct {
+	Dir    string // the mountpoint
+	Source string // the mount's source (fsname)
+	FSType string // fuse.bloscfs for ours
+	// Major and Minor are the device of the mount; for a FUSE mount the
+	// minor number names its connection in /sys/fs/fuse/connections.
+	Major, Minor uint32
+}
+
+// Mounts lists the mounts of this process's namespace, in the order of
+// /proc/self/mountinfo (a later mount on the same directory is above an
+// earlier one).
+func Mounts() ([]MountInfo, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []MountInfo
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
+		line := sc.Text()
+		before, after, ok := strings.Cut(line, " - ")
+		f, fa := strings.Fields(before), strings.Fields(after)
+		if !ok || len(f) < 5 || len(fa) < 2 {
+			continue
+		}
+		m := MountInfo{Dir: UnescapeMount(f[4]), FSType: fa[0], Source: UnescapeMount(fa[1])}
+		if maj, min, ok := strings.Cut(f[2], ":"); ok {
+			a, err1 := strconv.ParseUint(maj, 10, 32)
+			b, err2 := strconv.ParseUint(min, 10, 32)
+			if err1 == nil && err2 == nil {
+				m.Major, m.Minor = uint32(a), uint32(b)
+			}
+		}
+		out = append(out, m)
+	}
+	return out, sc.Err()
+}
+
+// MountAt returns the topmost mount whose mountpoint is path (ok false
+// when nothing is mounted there).
+func MountAt(path string) (m MountInfo, ok bool, err error) {
+	ms, err := Mounts()
+	for _, x := range ms {
+		if x.Dir == path {
+			m, ok = x, true
+		}
+	}
+	return m, ok, err
+}
 
 // IsMountpoint reports whether path is the mountpoint of a mount, from
 // /proc/self/mountinfo.
 func IsMountpoint(path string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && UnescapeMount(fields[4]) == path {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
+	_, ok, err := MountAt(path)
+	return ok, err
 }
 
 // UnescapeMount undoes the octal escapes of /proc/mounts and
@@ -52,14 +111,156 @@ func UnescapeMount(s string) string {
 
 // raiseReadahead lets the kernel send 1 MiB READs: MaxReadAhead cannot go
 // beyond the bdi's read_ahead_kb (128 by default), which only root may
-// raise. Failure is quiet: the mount works, a little slower.
+// raise. The bdi is named by the mount's device number, read from
+// /proc/self/mountinfo (a stat of the mountpoint would be a request to
+// this very daemon). Failure is quiet: the mount works, a little slower.
 func raiseReadahead(mnt string, logger *log.Logger) {
-	var st unix.Stat_t
-	if err := unix.Stat(mnt, &st); err != nil {
+	m, ok, _ := MountAt(mnt)
+	if !ok {
 		return
 	}
-	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", m.Major, m.Minor)
 	if err := os.WriteFile(path, []byte("1024"), 0); err != nil && logger != nil && os.Getuid() == 0 {
 		logger.Printf("could not raise %s: %v", path, err)
 	}
+}
+
+// Server is a served mount: go-fuse's server and the mountpoint, with
+// the way to take the mount down that fits how it was made.
+type Server struct {
+	*fuse.Server
+	dir string
+}
+
+// Dir returns the mountpoint.
+func (s *Server) Dir() string { return s.dir }
+
+// serve mounts root at dir and starts serving it. It returns once the
+// mount is in place; requests that come before the first one is read
+// wait in the kernel. go-fuse's fs.Mount is not used: its WaitMount opens
+// a file through the new mount (the "poll hack", against an _OP_POLL
+// that only a process polling files of its own mount would cause, which
+// the daemon never does).
+func serve(dir string, root gofs.InodeEmbedder, o *gofs.Options) (*Server, error) {
+	srv, err := fuse.NewServer(gofs.NewNodeFS(root, o), dir, &o.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go srv.Serve()
+	return &Server{Server: srv, dir: dir}, nil
+}
+
+// Unmount unmounts the mount and waits until the server has stopped. It
+// fails with EBUSY while files are open there (go-fuse's own Unmount
+// turns that into fusermount3's text).
+func (s *Server) Unmount() error {
+	var err error
+	delay := time.Duration(0)
+	for try := 0; try < 5; try++ {
+		// As go-fuse does: the kernel may still hold files that were
+		// just closed.
+		if err = Unmount(s.dir, false); err == nil {
+			break
+		}
+		delay = 2*delay + 5*time.Millisecond
+		time.Sleep(delay)
+	}
+	if err != nil {
+		return err
+	}
+	s.Server.Wait()
+	return nil
+}
+
+// Detach unmounts lazily: the mount leaves the namespace at once, and
+// the files open there keep working until they are closed or this
+// process exits.
+func (s *Server) Detach() error { return Unmount(s.dir, true) }
+
+// Unmount unmounts the mount at dir: with umount2(2) as root, else with
+// fusermount3 -u (which lets a user unmount the mounts it made). lazy
+// detaches a busy mount (MNT_DETACH, fusermount3 -z).
+func Unmount(dir string, lazy bool) error {
+	flags := 0
+	if lazy {
+		flags = syscall.MNT_DETACH
+	}
+	err := syscall.Unmount(dir, flags)
+	if err == nil || !errors.Is(err, syscall.EPERM) {
+		return err
+	}
+	bin, lerr := fusermount()
+	if lerr != nil {
+		return err
+	}
+	arg := "-u"
+	if lazy {
+		arg = "-uz"
+	}
+	out, ferr := exec.Command(bin, arg, "--", dir).CombinedOutput()
+	if ferr != nil {
+		msg := strings.TrimSpace(string(out))
+		if strings.Contains(msg, "Device or resource busy") {
+			return syscall.EBUSY
+		}
+		if msg == "" {
+			msg = ferr.Error()
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// fusermount finds fusermount3, also where PATH is empty (mount(8) runs
+// helpers with a minimal environment).
+func fusermount() (string, error) {
+	if p, err := exec.LookPath("fusermount3"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/bin/fusermount3", "/usr/bin/fusermount3", "/usr/local/bin/fusermount3"} {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("fusermount3 not found (apt-get install fuse3)")
+}
+
+// WatchAutoUnmount is the watcher of a mount made with auto_unmount: a
+// small process of its own, started before the mount is made, that reads
+// r (a pipe whose other end only the daemon holds) until it ends, which
+// happens when the daemon exits, however it exits. If a bloscfs mount is
+// then still at dir and dead (its daemon gone, a look at it fails with
+// ENOTCONN), it unmounts it lazily, so that dir is an empty directory
+// again; a mount that was unmounted cleanly, or one that answers, is left
+// alone. The daemon may write the mount's device ("MAJOR:MINOR") once it
+// is mounted; the watcher then unmounts only that mount.
+//
+// fusermount3's own auto_unmount is not used: the fusermount3 of fuse
+// 3.14 checks the dead mount with its root privileges, which a mount
+// without allow_other refuses (EACCES instead of ENOTCONN), so that a
+// user's mount was never cleaned.
+func WatchAutoUnmount(dir string, r io.Reader) error {
+	b, _ := io.ReadAll(io.LimitReader(r, 64)) // returns when the daemon is gone
+	dev := strings.TrimSpace(string(b))
+	m, ok, err := MountAt(dir)
+	if err != nil || !ok || m.FSType != "fuse.bloscfs" {
+		return err
+	}
+	if dev != "" && dev != fmt.Sprintf("%d:%d", m.Major, m.Minor) {
+		return nil // another mount now
+	}
+	if !deadMount(dir) {
+		return nil
+	}
+	return Unmount(dir, true)
+}
+
+// MountDevice returns the device of the mount at dir as "MAJOR:MINOR",
+// from /proc/self/mountinfo ("" if nothing is mounted there).
+func MountDevice(dir string) string {
+	m, ok, _ := MountAt(dir)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", m.Major, m.Minor)
 }

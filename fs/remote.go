@@ -151,7 +151,7 @@ func (r *RemoteFS) Store() *remote.Store { return r.store }
 // and returns once the mount is ready. It first checks that the bucket
 // exists and the credentials are accepted, and lists the prefix, so that
 // a mount that cannot work refuses to start.
-func MountRemote(store *remote.Store, prefix, mountpoint string, opts Options) (*fuse.Server, *RemoteFS, error) {
+func MountRemote(store *remote.Store, prefix, mountpoint string, opts Options) (*Server, *RemoteFS, error) {
 	ctx := context.Background()
 	if err := store.Check(ctx); err != nil {
 		return nil, nil, err
@@ -186,7 +186,7 @@ func MountRemote(store *remote.Store, prefix, mountpoint string, opts Options) (
 	if opts.AllowOther {
 		mo.Options = append(mo.Options, "default_permissions")
 	}
-	server, err := gofs.Mount(mountpoint, root, &gofs.Options{
+	server, err := serve(mountpoint, root, &gofs.Options{
 		MountOptions:    mo,
 		AttrTimeout:     &attr,
 		EntryTimeout:    &attr,

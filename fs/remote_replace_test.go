@@ -90,7 +90,7 @@ func mountHooked(t *testing.T, p *hookProxy) (string, *syncBuffer, gofs.InodeEmb
 	os.Mkdir(mnt, 0o755)
 	sec, entry := time.Second, entryTimeout
 	neg := time.Duration(0)
-	server, err := gofs.Mount(mnt, root, &gofs.Options{
+	server, err := serve(mnt, root, &gofs.Options{
 		MountOptions:    fuse.MountOptions{DirectMount: true, DisableSplice: true, MaxBackground: 64},
 		AttrTimeout:     &sec,
 		EntryTimeout:    &entry,

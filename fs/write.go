@@ -138,6 +138,9 @@ func (n *blobNode) startStage() syscall.Errno {
 	if n.stage != nil {
 		return 0
 	}
+	if n.fs.stopping.Load() {
+		return syscall.EIO
+	}
 	p, sparse := n.diskPath()
 	if p == "" {
 		return syscall.ENOENT
@@ -157,6 +160,7 @@ func (n *blobNode) startStage() syscall.Errno {
 	}
 	n.stage = newStage(tf.File, base, size)
 	n.stage.temp = tf
+	n.fs.stages.Store(n, struct{}{})
 	return 0
 }
 
@@ -173,8 +177,41 @@ func (n *blobNode) dropStage() {
 		n.stage.dropStream()
 		n.stage.temp.remove()
 		n.stage = nil
+		n.fs.stages.Delete(n)
 	}
 	n.clearTimes()
+}
+
+// Shutdown stops the write path before the daemon exits with files still
+// open on the mount (SIGTERM or SIGINT while the mount is busy). Commits
+// that are running finish; then every stage is dropped with its temp
+// files, so that the source holds each file as its last commit left it
+// (the old file whole) and no hidden file of this mount. Writes staged
+// since the last commit (no fsync or close yet) are dropped, as a crash
+// would drop them, and their writers are told: from now on every write,
+// fsync and close of a compressed file, and every open for writing,
+// fails with EIO. Plain files are written through and lose nothing.
+func (f *FS) Shutdown() {
+	if f.stopping.Swap(true) {
+		return
+	}
+	dropped := 0
+	f.stages.Range(func(k, _ any) bool {
+		n := k.(*blobNode)
+		n.smu.Lock() // waits for a running commit
+		if n.stage != nil {
+			dropped++
+			if p, _ := n.diskPath(); p != "" && n.stage.changed(n.baseSize()) {
+				f.opts.Logger.Printf("%s: shutting down: writes since its last commit (fsync or close) are dropped; the file keeps its committed content", p)
+			}
+			n.dropStage()
+		}
+		n.smu.Unlock()
+		return true
+	})
+	if dropped > 0 {
+		f.opts.Logger.Printf("shutting down: %d files open for writing were closed without a commit", dropped)
+	}
 }
 
 // baseSize is the size of the committed content (n.smu held).
@@ -480,6 +517,9 @@ func (h *blobHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	n := h.n
 	n.smu.Lock()
 	defer n.smu.Unlock()
+	if n.fs.stopping.Load() {
+		return 0, syscall.EIO
+	}
 	if n.stage == nil {
 		return 0, syscall.EBADF
 	}
@@ -542,7 +582,7 @@ func (h *blobHandle) Flush(ctx context.Context) syscall.Errno {
 	n := h.n
 	n.smu.Lock()
 	defer n.smu.Unlock()
-	if n.writers > 1 {
+	if n.writers > 1 && !n.fs.stopping.Load() {
 		return 0
 	}
 	return n.commitErrno()
@@ -557,6 +597,9 @@ func (h *blobHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (n *blobNode) commitErrno() syscall.Errno {
+	if n.fs.stopping.Load() {
+		return syscall.EIO // Shutdown dropped what this commit would have written
+	}
 	if err := n.commit(); err != nil {
 		n.fs.opts.Logger.Printf("%v", err)
 		return gofs.ToErrno(unwrapErrno(err))

@@ -192,30 +192,6 @@ echo done
 	}
 }
 
-// TestAutoUnmountRefused: -o auto_unmount (with which go-fuse waits for
-// fusermount3 forever) is refused at once in every form, and nothing is
-// mounted.
-func TestAutoUnmountRefused(t *testing.T) {
-	src, _ := smallSource(t)
-	for _, form := range [][]string{
-		{"mount", "-o", "auto_unmount", src, "MNT"},
-		{"mount", "-f", "-o", "ro,auto_unmount", src, "MNT"},
-		{src, "MNT", "-o", "rw,auto_unmount"},
-	} {
-		dir := newMountpoint(t)
-		expectMount(t, src, dir)
-		args := slices.Clone(form)
-		args[slices.Index(args, "MNT")] = dir
-		r := runProg(30*time.Second, bin, args...)
-		if r.Code != 2 || !strings.Contains(string(r.Stderr), "auto_unmount is not supported") {
-			t.Errorf("%v: %v; want exit 2 and a message about auto_unmount", form, r)
-		}
-		if isMounted(dir) {
-			t.Errorf("%v: mounted", form)
-		}
-	}
-}
-
 // TestHelperStderr: fusermount3's own message reaches the user's stderr
 // in the foreground and in the background (go-fuse falls back to
 // fusermount3 when mount(2) refuses an option; fusermount3 refuses

@@ -89,7 +89,8 @@ func TestVersion(t *testing.T) {
 
 // TestMountHelperForm: a first argument that is not a command, as
 // mount.fuse3 passes it (`bloscfs SOURCE MOUNTPOINT -o OPTIONS`), is a
-// mount, with -o after the operands; auto_unmount is refused at once.
+// mount, with -o after the operands; auto_unmount is accepted; a log or
+// cache inside the mountpoint is refused.
 func TestMountHelperForm(t *testing.T) {
 	dir := t.TempDir()
 	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "missing-mnt")
@@ -108,9 +109,20 @@ func TestMountHelperForm(t *testing.T) {
 		{src, mnt, "-o", "auto_unmount"},
 		{"mount", "-f", "-o", "ro,auto_unmount", src, mnt},
 	} {
+		// Accepted: what fails is the missing mountpoint.
 		r := bloscfs(t, args...)
-		if r.code != 2 || !strings.Contains(string(r.stderr), "auto_unmount is not supported") {
-			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		if r.code != 1 || !strings.Contains(string(r.stderr), mnt) {
+			t.Errorf("%v: exit %d, stderr %q; want the mount's error about %s", args, r.code, r.stderr, mnt)
+		}
+	}
+	for _, args := range [][]string{
+		{"mount", "--log", filepath.Join(mnt, "x.log"), src, mnt},
+		{src, mnt, "-o", "log=" + filepath.Join(mnt, "sub", "x.log")},
+		{"mount", "--cache-dir", mnt, "s3://bucket/p", mnt},
+	} {
+		r := bloscfs(t, args...)
+		if r.code != 2 || !strings.Contains(string(r.stderr), "inside the mountpoint") {
+			t.Errorf("%v: exit %d, stderr %q; want a refusal of a path inside the mountpoint", args, r.code, r.stderr)
 		}
 	}
 	if r := bloscfs(t, "mount", "--log", "stderr", src, mnt); r.code != 2 || !strings.Contains(string(r.stderr), "needs -f") {

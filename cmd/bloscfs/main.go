@@ -47,7 +47,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{"mount", "[flags] SOURCE MOUNTPOINT", mountHelp, cmdMount},
-		{"unmount", "[-l] MOUNTPOINT", "Unmount a bloscfs mount (root: umount(2); others: fusermount3 -u).", cmdUnmount},
+		{"unmount", "[-l] MOUNTPOINT", unmountHelp, cmdUnmount},
 		{"stats", "[--json] MOUNTPOINT", "Show the counters of a mount: cache hits, misses, evictions, bytes held,\ndecoded bytes and decode time per codec, open files, read-ahead hits.", cmdStats},
 		{"pack", "[flags] IN|- [OUT]", packHelp, packRemote},
 		{"unpack", "[flags] IN [OUT|-]", "Decompress IN on all cores to OUT (default: IN without its suffix; a .b2nd\nbecomes .npy), or to standard output with -.", cmdUnpack},
@@ -112,6 +112,9 @@ Exit codes: 0 ok, 1 failure, 2 wrong command line.
 var errUsage = errors.New("usage")
 
 func main() {
+	if dir := os.Getenv(watchEnv); dir != "" {
+		os.Exit(runWatcher(dir))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/bloscfs/bloscfs/blosc"
 	bfs "github.com/bloscfs/bloscfs/fs"
 	"github.com/bloscfs/bloscfs/remote"
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 )
@@ -49,13 +48,18 @@ SIGINT and SIGTERM unmount). mount.fuse3, /etc/fstab and
   defaults, auto, noauto, nofail, _netdev, user, users, nouser, owner,
   group, dev, suid, exec, x-*, comment=*
                           mount(8)'s and systemd's options: ignored
-  auto_unmount            refused (unmount with 'bloscfs unmount', or run
-                          the mount as a systemd service)
+  auto_unmount            should the daemon die (kill -9, out of memory),
+                          unmount the dead mount, leaving the mountpoint
+                          an empty directory again (through fusermount3,
+                          which stays beside the daemon to do it)
   others                  passed to the kernel (e.g. max_read=N)
 Logs go to --log; else to stderr with -f, else to syslog, else to a file
 ($XDG_STATE_HOME/bloscfs/bloscfs.log, /var/log/bloscfs/bloscfs.log for
 root); mount says where. SIGUSR1 writes the mount's statistics (as
-'bloscfs stats --json' prints them) to the log.`
+'bloscfs stats --json' prints them) to the log.
+SIGTERM or SIGINT unmounts; if files are open there, the mount is
+detached at once, commits that are running finish, writes not yet
+committed (no fsync or close) fail with EIO, and the daemon exits 0.`
 
 // ignoredOptions are mount(8)'s, fstab's and systemd's options, which
 // mean nothing to a FUSE mount (dev, suid and exec: a FUSE mount stays
@@ -78,11 +82,17 @@ var flagOptions = map[string]uintptr{
 	"silent": syscall.MS_SILENT,
 }
 
+// mountFlags are the -o options that are neither bfs.Options nor flags.
+type mountFlags struct {
+	nonempty    bool // mount over a directory that is not empty
+	autoUnmount bool // a watcher unmounts the mount if the daemon dies
+}
+
 // mountOptions applies the -o options to o and to the flags of fs (an
-// option named as a flag, with _ for -, sets it). It reports whether
-// nonempty was given, and returns the options that did not set a flag
-// (for the daemon, which gets the flags as set).
-func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (nonempty bool, rest []string, err error) {
+// option named as a flag, with _ for -, sets it). It returns the options
+// that are neither, and those that did not set a flag (for the daemon,
+// which gets the flags as set).
+func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (mf mountFlags, rest []string, err error) {
 	for _, item := range list {
 		for _, opt := range strings.Split(item, ",") {
 			opt = strings.TrimSpace(opt)
@@ -101,9 +111,9 @@ func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (nonempty bo
 			case opt == "allow_other":
 				o.AllowOther = true
 			case opt == "nonempty":
-				nonempty = true
+				mf.nonempty = true
 			case opt == "auto_unmount":
-				return false, nil, fmt.Errorf("%w: -o auto_unmount is not supported: unmount with 'bloscfs unmount MOUNTPOINT' (or run the mount as a systemd service, which unmounts when it stops)", errUsage)
+				mf.autoUnmount = true
 			case opt == "nosuid" || opt == "nodev" || opt == "noexec":
 				o.ExtraOptions = append(o.ExtraOptions, opt) // go-fuse turns these into flags
 			case flagOptions[opt] != 0:
@@ -119,7 +129,7 @@ func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (nonempty bo
 			case flag != nil:
 				if !hasVal {
 					if flag.Value.Type() != "bool" {
-						return false, nil, fmt.Errorf("%w: -o %s needs a value (%s=...)", errUsage, key, key)
+						return mf, nil, fmt.Errorf("%w: -o %s needs a value (%s=...)", errUsage, key, key)
 					}
 					val = "true"
 				}
@@ -127,14 +137,14 @@ func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (nonempty bo
 					val = strings.ReplaceAll(val, "+", ",")
 				}
 				if err := fs.Set(flag.Name, val); err != nil {
-					return false, nil, usageError(fmt.Sprintf("-o %s: %s", opt, optionValueError(flag, err)))
+					return mf, nil, usageError(fmt.Sprintf("-o %s: %s", opt, optionValueError(flag, err)))
 				}
 			default:
 				o.ExtraOptions = append(o.ExtraOptions, opt)
 			}
 		}
 	}
-	return nonempty, rest, nil
+	return mf, rest, nil
 }
 
 func cmdMount(args []string, stdout, stderr io.Writer) error {
@@ -161,7 +171,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: mount [flags] SOURCE MOUNTPOINT", errUsage)
 	}
 	o := bfs.DefaultOptions()
-	nonempty, passOn, err := mountOptions(*opts, &o, fs)
+	mf, passOn, err := mountOptions(*opts, &o, fs)
 	if err != nil {
 		return err
 	}
@@ -213,7 +223,10 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkEmpty(mnt, nonempty); err != nil {
+	if err := checkEmpty(mnt, mf.nonempty); err != nil {
+		return err
+	}
+	if err := checkOutsideMount(mnt, *logFile, rflags.cacheDir.String()); err != nil {
 		return err
 	}
 	if busy, _ := bfs.IsMountpoint(mnt); !busy && os.Getenv(notifyEnv) == "" {
@@ -259,8 +272,18 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	defer closeLog()
 	prefixMount(logger, mnt)
 	o.Logger = logger
-	var server *fuse.Server
+	if mf.autoUnmount {
+		// Started before the mount is made, so that a daemon killed
+		// at any moment after mount(2) is cleaned up after.
+		if err := startWatcher(mnt); err != nil {
+			err = fmt.Errorf("auto_unmount: %w", err)
+			notify.fail(err)
+			return err
+		}
+	}
+	var server *bfs.Server
 	var stats statser
+	shutdown := func() {} // stops the write path of a busy mount before exit
 	if remote.IsURL(pos[0]) {
 		var r *bfs.RemoteFS
 		server, r, err = mountRemote(pos[0], pos[1], o)
@@ -269,11 +292,17 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		var f *bfs.FS
 		server, f, err = bfs.Mount(pos[0], pos[1], o)
 		stats = f
+		if f != nil {
+			shutdown = f.Shutdown
+		}
 	}
 	if err != nil {
 		err = helperError(err)
 		notify.fail(err)
 		return err
+	}
+	if watchPipe != nil {
+		fmt.Fprintln(watchPipe, bfs.MountDevice(mnt)) // the watcher unmounts only this mount
 	}
 	logger.Printf("serving %s at %s", pos[0], pos[1])
 	notify.ready(logDest)
@@ -282,19 +311,94 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	detached := make(chan struct{})
 	go func() {
 		for s := range sigs {
 			logger.Printf("%v: unmounting %s", s, pos[1])
-			if err := server.Unmount(); err != nil {
-				logger.Printf("could not unmount %s: %v (close the files open there and try again)", pos[1], err)
+			err := server.Unmount()
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, syscall.EBUSY) {
+				logger.Printf("could not unmount %s: %v", pos[1], err)
 				continue
 			}
+			// Files are open there: a daemon asked to stop must stop
+			// (systemd, a shutdown), not wait for every program to
+			// close its files. The mount leaves the namespace now;
+			// the programs that hold files there get errors once the
+			// daemon has exited.
+			if err := server.Detach(); err != nil {
+				logger.Printf("could not detach %s: %v", pos[1], err)
+				continue
+			}
+			logger.Printf("%s is busy: detached it; files still open there fail from now on", pos[1])
+			shutdown()
+			close(detached)
 			return
 		}
 	}()
-	server.Wait()
+	served := make(chan struct{})
+	go func() {
+		server.Wait()
+		close(served)
+	}()
+	select {
+	case <-served:
+	case <-detached:
+		// Exiting closes /dev/fuse: the kernel ends the connection and
+		// every request still to come fails.
+	}
 	logger.Printf("unmounted %s", pos[1])
 	return nil
+}
+
+// watchEnv, set in the environment, makes this program the watcher of a
+// mount made with auto_unmount (see startWatcher).
+const watchEnv = "BLOSCFS_AUTO_UNMOUNT_WATCH"
+
+// watchPipe is the daemon's end of the pipe to its watcher. It is never
+// closed (and kept here, so that no finalizer closes it): the daemon's
+// exit closes it, which wakes the watcher.
+var watchPipe *os.File
+
+// startWatcher starts the watcher of the mount at mnt: this program
+// again, in a session of its own, which waits for the daemon to exit and
+// then unmounts the mount if it is dead (bfs.WatchAutoUnmount). It runs
+// as the daemon's user, and unmounts as the daemon would: umount2(2) as
+// root, fusermount3 -u otherwise.
+func startWatcher(mnt string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), watchEnv+"="+mnt)
+	cmd.ExtraFiles = []*os.File{r} // fd 3
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return err
+	}
+	go cmd.Wait()
+	watchPipe = w
+	return nil
+}
+
+// runWatcher is the watcher's main: SIGINT, SIGTERM and SIGHUP (a ^C
+// meant for the daemon, the end of a terminal) do not stop it.
+func runWatcher(dir string) int {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	if err := bfs.WatchAutoUnmount(dir, os.NewFile(3, "daemon")); err != nil {
+		return 1
+	}
+	return 0
 }
 
 // statser is a mount that counts what it does: a local or a remote one.
@@ -347,21 +451,35 @@ func checkEmpty(mnt string, nonempty bool) error {
 	return nil
 }
 
+// checkOutsideMount refuses a log file or cache directory inside the
+// mountpoint: the daemon would write them through its own mount, where
+// each write is a request that only the daemon itself can answer.
+func checkOutsideMount(mnt, logFile, cacheDir string) error {
+	for _, p := range []struct{ flag, path string }{{"--log", logFile}, {"--cache-dir", cacheDir}} {
+		if p.path == "" || p.path == "syslog" || p.path == "stderr" {
+			continue
+		}
+		abs, err := filepath.Abs(p.path)
+		if err != nil {
+			return err
+		}
+		if rel, err := filepath.Rel(mnt, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("%w: %s %s is inside the mountpoint %s: the daemon cannot write through its own mount; choose a path outside it", errUsage, p.flag, p.path, mnt)
+		}
+	}
+	return nil
+}
+
 // bloscfsMount is a bloscfs mount listed in /proc/self/mountinfo.
 type bloscfsMount struct{ source, dir string }
 
 // bloscfsMounts lists the bloscfs mounts.
 func bloscfsMounts() []bloscfsMount {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
+	ms, _ := bfs.Mounts()
 	var out []bloscfsMount
-	for _, line := range strings.Split(string(b), "\n") {
-		_, after, ok := strings.Cut(line, " - ")
-		f, fa := strings.Fields(line), strings.Fields(after)
-		if ok && len(f) > 4 && len(fa) > 1 && fa[0] == "fuse.bloscfs" {
-			out = append(out, bloscfsMount{source: bfs.UnescapeMount(fa[1]), dir: bfs.UnescapeMount(f[4])})
+	for _, m := range ms {
+		if m.FSType == "fuse.bloscfs" {
+			out = append(out, bloscfsMount{source: m.Source, dir: m.Dir})
 		}
 	}
 	return out
@@ -543,44 +661,4 @@ func daemonize(args []string, stderr io.Writer) error {
 	case <-time.After(time.Second):
 		return fmt.Errorf("the mount process did not report (%v)", rerr)
 	}
-}
-
-func cmdUnmount(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("unmount", stdout)
-	lazy := fs.BoolP("lazy", "l", false, "detach now, clean up when no longer busy")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return fmt.Errorf("%w: unmount MOUNTPOINT", errUsage)
-	}
-	mnt := pos[0]
-	flags := 0
-	if *lazy {
-		flags = syscall.MNT_DETACH
-	}
-	err = syscall.Unmount(mnt, flags)
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, syscall.EPERM) {
-		// Not root: the setuid helper of fuse3 can unmount our own mounts.
-		args := []string{"-u", mnt}
-		if *lazy {
-			args = []string{"-uz", mnt}
-		}
-		if out, ferr := exec.Command("fusermount3", args...).CombinedOutput(); ferr == nil {
-			return nil
-		} else {
-			return fmt.Errorf("%s: %v: %s", mnt, ferr, strings.TrimSpace(string(out)))
-		}
-	}
-	if errors.Is(err, syscall.EBUSY) {
-		return fmt.Errorf("%s: busy: files are open there (close them, or use unmount -l)", mnt)
-	}
-	if errors.Is(err, syscall.EINVAL) {
-		return fmt.Errorf("%s: not a mountpoint", mnt)
-	}
-	return fmt.Errorf("%s: %w", mnt, err)
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/remote"
-	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // remoteFlags are the object-store flags of the commands that take
@@ -363,7 +362,7 @@ func packRemote(args []string, stdout, stderr io.Writer) error {
 }
 
 // mountRemote mounts s3://BUCKET[/PREFIX] in the foreground process.
-func mountRemote(u, mnt string, o bfs.Options) (*fuse.Server, *bfs.RemoteFS, error) {
+func mountRemote(u, mnt string, o bfs.Options) (*bfs.Server, *bfs.RemoteFS, error) {
 	s, prefix, err := openStore(u, o.Logger)
 	if err != nil {
 		return nil, nil, err

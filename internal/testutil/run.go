@@ -52,11 +52,17 @@ func ModuleRoot() string {
 
 // BuildBloscfs builds ./cmd/bloscfs into out, with extra build flags.
 func BuildBloscfs(out string, flags ...string) error {
+	return BuildCommand(out, "./cmd/bloscfs", flags...)
+}
+
+// BuildCommand builds the main package pkg (a path relative to the
+// module's root) into out, with extra build flags.
+func BuildCommand(out, pkg string, flags ...string) error {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	args := append(append([]string{"build"}, flags...), "-o", out, "./cmd/bloscfs")
+	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
 	cmd := exec.Command(gobin, args...)
 	cmd.Dir = ModuleRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {

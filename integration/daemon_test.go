@@ -1,0 +1,554 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bloscfs/bloscfs/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// The tests of this file are about the daemon's death: a daemon never
+// calls into its own mount (a SIGKILL during such a call leaves it
+// unkillable), -o auto_unmount clears the mount of a killed daemon, and
+// `bloscfs unmount` clears a dead mount, or one whose daemon is stuck
+// dying.
+
+// straceLine is one line of `strace -f -o`: the thread and the call.
+var straceLine = regexp.MustCompile(`^(\d+) +(.*)$`)
+
+// TestNoCallsThroughOwnMount runs a mount's whole life under strace -f
+// (start, listing, reads, xattrs, statfs, writes and commits, renames,
+// SIGTERM) and checks that once the mount is in place no system call of
+// the daemon names a path in its own mountpoint, but umount2 (which asks
+// the daemon nothing). Calls before mount(2) look at the empty directory.
+// It is traced with and without auto_unmount (whose watcher is a process
+// of its own, which looks at the mount only once the daemon is gone).
+func TestNoCallsThroughOwnMount(t *testing.T) {
+	strace := requireTool(t, "strace")
+	src, plain := smallSource(t)
+	for _, auto := range []bool{false, true} {
+		t.Run(fmt.Sprintf("auto_unmount=%v", auto), func(t *testing.T) {
+			dir := newMountpoint(t)
+			m := expectMount(t, src, dir)
+			tmp := t.TempDir()
+			out, log := filepath.Join(tmp, "strace"), filepath.Join(tmp, "log")
+			args := []string{"-f", "-qq", "-s", "4096", "-o", out, "-e", "trace=%file,%desc,mount,umount2",
+				bin, "mount", "-f", "--log", log}
+			if auto {
+				args = append(args, "-o", "auto_unmount")
+			}
+			args = append(args, src, dir)
+			cmd := exec.Command(strace, args...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			deadline := time.Now().Add(30 * time.Second)
+			for !isMounted(dir) {
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					t.Fatalf("not mounted after 30s under strace")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			m.pid = findDaemon(dir)
+			register(dir, m.pid)
+			workload(t, dir, plain)
+			if m.pid == 0 {
+				t.Fatal("no daemon found")
+			}
+			syscall.Kill(m.pid, syscall.SIGTERM)
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("strace bloscfs mount -f: %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatal("the daemon under strace did not exit within 60s of SIGTERM")
+			}
+			if isMounted(dir) {
+				t.Errorf("still mounted after SIGTERM")
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad, mounted, calls := ownMountCalls(b, dir)
+			if !mounted {
+				t.Fatalf("the trace shows no mount of %s (%d lines):\n%s", dir, calls, tail(b, 3000))
+			}
+			if len(bad) > 0 {
+				t.Errorf("the daemon called into its own mount %d times; the first ones:\n%s", len(bad), strings.Join(bad[:min(len(bad), 10)], "\n"))
+			}
+			t.Logf("%d traced calls of the daemon, none through its own mount after it was mounted", calls)
+		})
+	}
+}
+
+// workload uses every kind of request on the mount at dir, whose "data"
+// reads as plain.
+func workload(t *testing.T, dir string, plain []byte) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("listing the mount: %v, %d entries", err, len(ents))
+	}
+	for _, e := range ents {
+		if _, err := os.Lstat(filepath.Join(dir, e.Name())); err != nil {
+			t.Error(err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "data")); err != nil || !bytes.Equal(b, plain) {
+		t.Errorf("data through the mount: %d bytes, %v", len(b), err)
+	}
+	buf := make([]byte, 64)
+	if _, err := unix.Getxattr(filepath.Join(dir, "data"), "user.bloscfs.codec", buf); err != nil {
+		t.Errorf("getxattr: %v", err)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		t.Errorf("statfs: %v", err)
+	}
+	nw := filepath.Join(dir, "new")
+	f, err := os.Create(nw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(plain[:2<<20]); err != nil {
+		t.Error(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Error(err)
+	}
+	f.Close()
+	if err := os.Rename(nw, nw+"2"); err != nil {
+		t.Error(err)
+	}
+	if err := os.Truncate(nw+"2", 1000); err != nil {
+		t.Error(err)
+	}
+	if err := os.Remove(nw + "2"); err != nil {
+		t.Error(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o755); err != nil {
+		t.Error(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "d")); err != nil {
+		t.Error(err)
+	}
+}
+
+// ownMountCalls reads a trace of `strace -f` of `bloscfs mount -f … dir`
+// and returns the daemon's calls that name a path in dir after the mount
+// was made, whether the mount was seen, and how many calls of the daemon
+// were traced. Processes that the daemon starts (they exec a program) are
+// not the daemon.
+func ownMountCalls(trace []byte, dir string) (bad []string, mounted bool, calls int) {
+	others := map[string]bool{}
+	quoted := `"` + dir
+	sc := bufio.NewScanner(bytes.NewReader(trace))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	first := true
+	for sc.Scan() {
+		m := straceLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		tid, call := m[1], m[2]
+		if strings.HasPrefix(call, "execve(") {
+			if !first {
+				others[tid] = true // a child: the auto_unmount watcher, fusermount3
+			}
+			first = false
+			continue
+		}
+		if others[tid] {
+			continue
+		}
+		calls++
+		if strings.HasPrefix(call, "mount(") && strings.Contains(call, quoted+`"`) && strings.Contains(call, "= 0") {
+			mounted = true
+			continue
+		}
+		if !mounted || strings.HasPrefix(call, "umount2(") {
+			continue
+		}
+		if strings.Contains(call, quoted+`"`) || strings.Contains(call, quoted+`/`) {
+			bad = append(bad, sc.Text())
+		}
+	}
+	return bad, mounted, calls
+}
+
+// tail returns the last n bytes of b.
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		return "…" + string(b[len(b)-n:])
+	}
+	return string(b)
+}
+
+// openDevFuse lets every user open /dev/fuse for the rest of the test, as
+// Debian's udev rule does on a host (containers often leave it root's):
+// fusermount3 opens it as the user who mounts.
+func openDevFuse(t *testing.T) {
+	t.Helper()
+	st, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o006 == 0o006 {
+		return
+	}
+	if err := os.Chmod("/dev/fuse", 0o666); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod("/dev/fuse", st.Mode().Perm()) })
+}
+
+// userSetup copies the binary and a small source where the user nobody
+// can use them, and returns the binary, the source, a mountpoint owned by
+// nobody and a log file that nobody may write.
+func userSetup(t *testing.T) (exe, src, mnt, log string) {
+	t.Helper()
+	base, err := os.MkdirTemp("", "bloscfs-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	exe, src, mnt = filepath.Join(base, "bloscfs"), filepath.Join(base, "src"), filepath.Join(base, "mnt")
+	state := filepath.Join(base, "state")
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{
+		os.Chmod(base, 0o755), os.WriteFile(exe, b, 0o755), os.Mkdir(src, 0o755), os.Mkdir(mnt, 0o755),
+		os.Mkdir(state, 0o755), os.WriteFile(filepath.Join(src, "hello.txt"), []byte("hello\n"), 0o644),
+		os.Chown(src, 65534, 65534), os.Chown(mnt, 65534, 65534), os.Chown(state, 65534, 65534),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return exe, src, mnt, filepath.Join(state, "log")
+}
+
+// asUser returns a command that runs args as the user nobody.
+func asUser(t *testing.T, args ...string) *exec.Cmd {
+	setpriv := findTool(t, "setpriv")
+	cmd := exec.Command(setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups"}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME=/nonexistent")
+	return cmd
+}
+
+// waitUnmounted polls until dir is no mountpoint, up to d; it returns how
+// long that took, or false.
+func waitUnmounted(dir string, d time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for isMounted(dir) {
+		if time.Since(start) > d {
+			return time.Since(start), false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start), true
+}
+
+// checkUsableEmpty checks that dir is an empty directory again, that
+// can be listed and mounted on.
+func checkUsableEmpty(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != 0 {
+		t.Errorf("%s after the dead mount went: %d entries, %v; want an empty directory", dir, len(ents), err)
+	}
+}
+
+// TestAutoUnmount kills the daemon of a mount made with -o auto_unmount
+// with SIGKILL: within a second the mountpoint is an empty directory
+// again. Root's mounts and a user's (through fusermount3), daemonized and
+// in the foreground.
+func TestAutoUnmount(t *testing.T) {
+	findTool(t, "fusermount3")
+	for _, c := range []struct {
+		name     string
+		user, fg bool
+	}{{"root", false, false}, {"root-f", false, true}, {"user", true, false}, {"user-f", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			exe, src, dir, log := bin, "", "", filepath.Join(t.TempDir(), "log")
+			if c.user {
+				openDevFuse(t)
+				exe, src, dir, log = userSetup(t)
+			} else {
+				src, _ = smallSource(t)
+				dir = newMountpoint(t)
+				os.WriteFile(filepath.Join(src, "hello.txt"), []byte("hello\n"), 0o644)
+			}
+			m := expectMount(t, src, dir)
+			args := []string{exe, "mount", "--log", log, "-o", "auto_unmount"}
+			if c.fg {
+				args = append(args, "-f")
+			}
+			args = append(args, src, dir)
+			var cmd *exec.Cmd
+			if c.user {
+				cmd = asUser(t, args...)
+			} else {
+				cmd = exec.Command(args[0], args[1:]...)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if c.fg {
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				go cmd.Wait()
+				if _, ok := waitMounted(dir, 30*time.Second); !ok {
+					t.Fatalf("not mounted after 30s: %s", stderr.String())
+				}
+			} else if err := cmd.Run(); err != nil {
+				t.Fatalf("%v: %v: %s", args, err, stderr.String())
+			}
+			if !isMounted(dir) {
+				t.Fatalf("%v returned but %s is not mounted", args, dir)
+			}
+			readHello(t, c.user, dir)
+			m.pid = findDaemon(dir)
+			if m.pid == 0 {
+				t.Fatal("no daemon serves the mount")
+			}
+			syscall.Kill(m.pid, syscall.SIGKILL)
+			took, ok := waitUnmounted(dir, time.Second)
+			if !ok {
+				t.Fatalf("%s is still mounted %v after its daemon was killed\nlog:\n%s", dir, took, m.logTextAt(log))
+			}
+			t.Logf("the dead mount went %v after the SIGKILL", took.Round(time.Millisecond))
+			checkUsableEmpty(t, dir)
+			// Usable: mount it again.
+			again := exec.Command(exe, "mount", "--log", log, src, dir)
+			if c.user {
+				again = asUser(t, again.Args...)
+			}
+			if out, err := again.CombinedOutput(); err != nil {
+				t.Fatalf("mounting again on %s: %v: %s", dir, err, out)
+			}
+			m.pid = findDaemon(dir)
+			readHello(t, c.user, dir)
+			un := exec.Command(exe, "unmount", dir)
+			if c.user {
+				un = asUser(t, un.Args...)
+			}
+			if out, err := un.CombinedOutput(); err != nil {
+				t.Errorf("unmount: %v: %s", err, out)
+			}
+		})
+	}
+}
+
+// readHello reads hello.txt in the mount at dir, as the user nobody for
+// a user's mount (which no other user may enter, root included).
+func readHello(t *testing.T, user bool, dir string) {
+	t.Helper()
+	p := filepath.Join(dir, "hello.txt")
+	var b []byte
+	var err error
+	if user {
+		b, err = asUser(t, "cat", p).Output()
+	} else {
+		b, err = os.ReadFile(p)
+	}
+	if err != nil || string(b) != "hello\n" {
+		t.Errorf("hello.txt through the mount: %q, %v", b, err)
+	}
+}
+
+// logTextAt returns the content of a log file.
+func (m *mount) logTextAt(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+// waitMounted polls until dir is a mountpoint, up to d.
+func waitMounted(dir string, d time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for !isMounted(dir) {
+		if time.Since(start) > d {
+			return time.Since(start), false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start), true
+}
+
+// TestFstabAutoUnmount mounts from an fstab line with auto_unmount through
+// real mount(8) and mount.fuse3 (in a private mount namespace, as
+// TestFstab), kills the daemon with SIGKILL and checks that the mount is
+// gone within a second and the mountpoint is empty.
+func TestFstabAutoUnmount(t *testing.T) {
+	findTool(t, "mount.fuse3")
+	findTool(t, "fusermount3")
+	unshare := findTool(t, "unshare")
+	src, plain := smallSource(t)
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "m")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fstab := filepath.Join(tmp, "fstab")
+	line := fmt.Sprintf("%s %s fuse.bloscfs ro,auto_unmount,nofail,log=%s 0 0\n", src, dir, filepath.Join(tmp, "log"))
+	if err := os.WriteFile(fstab, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`set -e
+mount --bind %[1]q /usr/local/bin
+trap 'set +e; umount %[2]q 2>/dev/null' EXIT
+mount -a -T %[3]q
+grep -F ' %[2]s ' /proc/self/mounts
+sha256sum %[2]q/data
+pid=
+for p in /proc/[0-9]*; do
+  if { tr '\0' ' ' < $p/cmdline; } 2>/dev/null | grep -qF -- ' %[4]s %[2]s '; then pid=${p#/proc/}; fi
+done
+test -n "$pid"
+kill -9 $pid
+i=0
+while grep -qF ' %[2]s ' /proc/self/mounts; do
+  i=$((i+1)); test $i -le 100; sleep 0.01
+done
+echo "gone after $i polls"
+echo "entries: $(ls -A %[2]q | wc -l)"
+echo done
+`, binDir, dir, fstab, src)
+	r := runProg(cmdTimeout, unshare, "--mount", "--propagation", "private", "sh", "-c", script)
+	out := string(r.Stdout)
+	t.Logf("in the private namespace:\n%s%s", out, r.Stderr)
+	if r.Err != nil {
+		t.Fatalf("fstab script (the mount must go within 100 polls of 10ms): %v", r)
+	}
+	if !strings.Contains(out, sha(plain)+"  "+dir+"/data") {
+		t.Errorf("data did not read back through the fstab mount")
+	}
+	if !strings.Contains(out, "entries: 0\n") || !strings.HasSuffix(out, "done\n") {
+		t.Errorf("the mountpoint is not empty after the dead mount went")
+	}
+}
+
+// TestDeadMount: after kill -9 of a daemon mounted without auto_unmount,
+// mounting onto the dead mount says how to clear it, and `bloscfs
+// unmount` clears it, says so and exits 0: at once when no file is open
+// there, lazily when one is.
+func TestDeadMount(t *testing.T) {
+	src, _ := smallSource(t)
+	for _, holdFile := range []bool{false, true} {
+		t.Run(fmt.Sprintf("file-open=%v", holdFile), func(t *testing.T) {
+			m := mountForeground(t, bin, src)
+			var held *os.File
+			if holdFile {
+				f, err := os.Open(m.path("hello.txt"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = f
+				defer held.Close()
+			}
+			m.cmd.Process.Signal(syscall.SIGKILL)
+			if !m.waitExit(time.Second) {
+				t.Fatalf("the daemon survived SIGKILL for 1s")
+			}
+			if !isMounted(m.dir) {
+				t.Fatalf("%s is not mounted after the kill (without auto_unmount it stays, dead)", m.dir)
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(m.dir, &st); err != syscall.ENOTCONN {
+				t.Fatalf("stat of the dead mount: %v, want ENOTCONN", err)
+			}
+			r := runProg(30*time.Second, bin, "mount", src, m.dir)
+			if r.Code == 0 || !strings.Contains(string(r.Stderr), "dead FUSE mount") || !strings.Contains(string(r.Stderr), "bloscfs unmount "+m.dir) {
+				t.Errorf("mount onto the dead mount: %v; want a failure that says it is dead and how to clear it", r)
+			}
+			r = m.unmount()
+			if r.Err != nil {
+				t.Fatalf("bloscfs unmount of the dead mount: %v", r)
+			}
+			want := "unmounted the dead mount"
+			if holdFile {
+				want = "detached"
+			}
+			if !strings.Contains(string(r.Stdout), want) {
+				t.Errorf("bloscfs unmount said %q; want it to say %q", r.Stdout, want)
+			}
+			if isMounted(m.dir) {
+				t.Errorf("%s is still mounted after bloscfs unmount", m.dir)
+			}
+			checkUsableEmpty(t, m.dir)
+		})
+	}
+}
+
+// TestUnmountAbortsStuckDaemon makes the old mistake on purpose: a FUSE
+// daemon (internal/stuckd, built under the name bloscfs) that stats its
+// own mountpoint from several threads is killed until one kill leaves it
+// stuck (alive, in state D, with SIGKILL pending). `bloscfs unmount` must
+// then abort its FUSE connection, say so, and leave no mount and no
+// process behind.
+func TestUnmountAbortsStuckDaemon(t *testing.T) {
+	requireRoot(t)
+	stuck := filepath.Join(t.TempDir(), "bloscfs")
+	if err := testutil.BuildCommand(stuck, "./integration/internal/stuckd"); err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	for try := 1; try <= 40; try++ {
+		dir := newMountpoint(t)
+		m := expectMount(t, src, dir)
+		cmd := exec.Command(stuck, "mount", "-f", src, dir)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		m.pid = cmd.Process.Pid
+		register(dir, m.pid)
+		if _, ok := waitMounted(dir, 10*time.Second); !ok {
+			t.Fatalf("stuckd did not mount: %s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		select {
+		case <-exited:
+			runProg(30*time.Second, "umount", "-l", dir) // not stuck this time
+			continue
+		case <-time.After(time.Second):
+		}
+		t.Logf("try %d: the killed daemon (pid %d) is stuck", try, m.pid)
+		r := runProg(30*time.Second, bin, "unmount", dir)
+		if r.Err != nil || !strings.Contains(string(r.Stdout), "aborted FUSE connection") {
+			t.Errorf("bloscfs unmount of the stuck daemon's mount: %v; want exit 0 and a word on the aborted connection", r)
+		}
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the stuck daemon still runs 5s after bloscfs unmount")
+		}
+		if isMounted(dir) {
+			t.Errorf("%s is still mounted", dir)
+		}
+		return
+	}
+	t.Fatalf("no kill out of 40 left stuckd stuck: the test cannot show that unmount clears a stuck daemon")
+}
