@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 FUZZTIME ?= 5s
 BENCHTIME ?= 1s
-APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync strace python3-zarr python3-numcodecs
+APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync mawk strace python3-zarr python3-numcodecs
 # The S3 server of the remote integration tests, built once per machine
 # into a folder outside the checkout.
 TOOLS_DIR ?= $(HOME)/.cache/bloscfs-tools/bin
@@ -25,7 +25,7 @@ FUZZ_TARGETS := \
 	./zarr:FuzzMeta \
 	./zarr:FuzzShardIndex
 
-.PHONY: all build build-static deps test test-long unit race purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
+.PHONY: all build build-static deps test test-long unit race simd purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
 
 all: build
 
@@ -77,6 +77,7 @@ deps:
 	command -v fusermount3 >/dev/null || missing="yes"; \
 	command -v rsync >/dev/null || missing="yes"; \
 	command -v strace >/dev/null || missing="yes"; \
+	command -v mawk >/dev/null || missing="yes"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing $(APT_PACKAGES)"; \
 		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
@@ -104,12 +105,31 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 
+# Every go test call has a -timeout with room: Go's default (10 minutes
+# per package) is what a loaded machine meets first.
+
 # unit runs every test once (fuzz targets run their seed corpora).
 unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+# RACE_PKGS are the packages race runs under the race detector: all but
+# the codecs (shuffle/, blosc/, blosc/blosclz), which start no goroutine
+# and whose hot loops are in assembly or single-threaded, so that the
+# detector has nothing to see in their own tests (it sees their code run
+# on many goroutines in pack/all's, fs's and integration's tests). Their
+# tests run in simd and purego without it; blosc's one test with
+# goroutines (a shared dictionary cache) runs here under it.
+RACE_PKGS = $(shell $(GO) list ./... | grep -v -x -e '.*/shuffle' -e '.*/blosc' -e '.*/blosc/blosclz')
 
 race:
-	$(GO) test -count=1 -race ./...
+	$(GO) test -count=1 -race -timeout 30m $(RACE_PKGS)
+	$(GO) test -count=1 -race -timeout 10m -run '^TestZstdDictEviction$$' ./blosc/
+
+# simd runs the codecs' tests without the race detector and with the SIMD
+# shuffle, on their whole grids (the canary grids, the random-parameter
+# round trips).
+simd:
+	$(GO) test -count=1 -timeout 20m ./shuffle/ ./blosc/...
 
 # purego runs the codec and container tests without the race detector and
 # with the portable shuffle (the byte-wise iotest checks of every fixture
@@ -117,16 +137,16 @@ race:
 # and command tests without cgo. Both use klauspost's zstd decoder only
 # (the purego tag leaves libzstd out too).
 purego:
-	$(GO) test -count=1 -tags purego ./shuffle/ ./blosc/... ./pack/...
-	CGO_ENABLED=0 $(GO) test -count=1 ./blosc/ ./cmd/bloscfs/
+	$(GO) test -count=1 -timeout 30m -tags purego ./shuffle/ ./blosc/... ./pack/...
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m ./blosc/ ./cmd/bloscfs/
 
 # canary runs, without the race detector and with the SIMD shuffle, the
 # whole grids of the tests that keep every decoder inside its output and
 # the parallel decode paths equal to a serial decode (under -race they run
 # on smaller grids: the stores they check are in assembly, which the
-# detector does not see).
+# detector does not see). blosc's canary grid runs in simd.
 canary:
-	$(GO) test -count=1 -run 'Canary|ParallelPaths|ParallelDecode|DemoteUnshuffled' ./blosc/ ./pack/all/ ./fs/ ./integration/
+	$(GO) test -count=1 -timeout 30m -run 'Canary|ParallelPaths|ParallelDecode|DemoteUnshuffled' ./pack/all/ ./fs/ ./integration/
 
 # fuzz runs each fuzz target for FUZZTIME (go test -fuzz takes one target
 # of one package at a time). Go's fuzzer can end a run on a loaded machine
@@ -138,7 +158,7 @@ fuzz:
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		for try in 1 2; do \
 			echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-			out=$$($(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s $$pkg 2>&1) && { echo "$$out"; break; }; \
+			out=$$($(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s -timeout 20m $$pkg 2>&1) && { echo "$$out"; break; }; \
 			echo "$$out"; \
 			if [ $$try = 1 ] && echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input'; then \
 				echo "fuzz $$pkg $$name: the run ended on its deadline with no failing input; once more"; continue; \
@@ -150,7 +170,7 @@ fuzz:
 fuzz-long:
 	$(MAKE) fuzz FUZZTIME=10m
 
-test: deps fmt-check vet race purego canary fuzz
+test: deps fmt-check vet race simd purego canary fuzz
 	@echo "make test: all passed"
 
 # test-long runs the write-path tests at length (200,000 random
@@ -165,7 +185,7 @@ test-long: deps
 # bench runs the codec, shuffle and container benchmarks, then the mount
 # benchmark (root; BLOSCFS_BENCH_SIZE MiB files, 1024 by default).
 bench: bench-mount bench-remote
-	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./shuffle/ ./blosc/... ./pack/... ./zarr/
+	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) -timeout 60m ./shuffle/ ./blosc/... ./pack/... ./zarr/
 	$(GO) test -run='^$$' -bench=BenchmarkWrite -benchtime=1x -timeout=40m ./integration/writes/
 	$(MAKE) bench-table
 
@@ -204,6 +224,7 @@ run: build
 	echo "  head $(MNT)/server-log       # a Bloscpack file read as text"; \
 	echo "  od -A d -t f8 -j 8000 -N 40 $(MNT)/temperatures   # float64 values 1000-1004 of a frame"; \
 	echo "  head -c 128 $(MNT)/grid.npy; echo   # the NPY header of a .b2nd array"; \
+	echo "  ls -l $(MNT)/weather.zarr   # a Zarr group: its array is one file, pressure.npy"; \
 	echo "  ls $(MNT)/weather.zarr; getfattr -d $(MNT)/weather.zarr/pressure.npy   # a Zarr array as one .npy"; \
 	echo "  bin/bloscfs info examples/temperatures.b2frame   # how it is stored"; \
 	echo "  bin/bloscfs stats $(MNT)     # cache hits, misses, decode time"; \

@@ -122,7 +122,7 @@ func TestCanaryGrid(t *testing.T) {
 	if raceEnabled {
 		// Go code runs an order of magnitude slower under the detector,
 		// which does not see the assembly stores this test is about; the
-		// whole grid runs without it (make test's canary step).
+		// whole grid runs without it (make test's simd step).
 		typesizes = []int{1, 3}
 		blocksizes = []int{1 << 10, n}
 		splits = splits[1:]

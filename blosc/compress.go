@@ -35,8 +35,9 @@ type Params struct {
 	Blosc1 bool
 }
 
-// DefaultParams returns python-blosc2's defaults for a typesize: zstd,
-// clevel 5, byte shuffle, automatic block size.
+// DefaultParams returns the parameters of new frames for a typesize:
+// zstd, clevel 5, byte shuffle, automatic block size (python-blosc2's
+// codec and filter with c-blosc2's default level; python-blosc2's is 1).
 func DefaultParams(typesize int) Params {
 	p := Params{Codec: CodecZstd, Clevel: 5, Typesize: typesize, Split: SplitAuto}
 	p.Filters[5] = FilterShuffle

@@ -25,11 +25,11 @@ import (
 var (
 	// ErrCorrupt reports a chunk whose bytes contradict its header or the
 	// format: truncation, sizes out of range, streams that do not decode.
-	ErrCorrupt = errors.New("blosc: corrupt chunk")
+	ErrCorrupt = errors.New("corrupt chunk")
 	// ErrUnsupported reports a valid-looking chunk that uses a feature this
 	// package does not implement: an unknown codec or filter, a format
 	// version from before Blosc 1.0 or from the future.
-	ErrUnsupported = errors.New("blosc: unsupported")
+	ErrUnsupported = errors.New("not supported")
 )
 
 // Header sizes.

@@ -37,14 +37,18 @@ _bloscfs() {
 	--s3-path-style) COMPREPLY=($(compgen -W "true false" -- "$cur")); return ;;
 	--cache-size | --read-ahead | --chunk-size | --block-size | --clevel | --typesize | --chunkshape | --blockshape | --endpoint | --region | --request-timeout | --remote-cache-size | --dir-cache | --cache-dir-size) return ;;
 	esac
-	local flags remote="--endpoint --s3-path-style --anonymous --region --request-timeout --remote-cache-size --dir-cache --cache-dir --cache-dir-size"
+	# The object-store flags: every command with s3:// locations takes
+	# $conn, unpack and verify $read too, mount all three.
+	local flags conn="--endpoint --s3-path-style --anonymous --region --request-timeout"
+	local read="--remote-cache-size --cache-dir --cache-dir-size"
 	case $cmd in
-	mount) flags="--foreground -f --options -o --cache-size --read-ahead --read-only --log --debug -d --new-format --codec --clevel --filter --typesize --chunk-size $remote --help" ;;
+	mount) flags="--foreground -f --options -o --cache-size --read-ahead --read-only --log --debug -d --new-format --codec --clevel --filter --typesize --chunk-size $conn $read --dir-cache --help" ;;
 	unmount) flags="--lazy -l --help" ;;
 	stats) flags="--json --help" ;;
-	info | verify) flags="--json $remote --help" ;;
-	pack) flags="--format --chunkshape --blockshape --codec --clevel --filter --typesize --chunk-size --block-size --checksum --force -f --quiet -q $remote --help" ;;
-	unpack) flags="--force -f --quiet -q $remote --help" ;;
+	info) flags="--json $conn --help" ;;
+	verify) flags="--json $conn $read --help" ;;
+	pack) flags="--format --chunkshape --blockshape --codec --clevel --filter --typesize --chunk-size --block-size --checksum --force -f --quiet -q $conn --help" ;;
+	unpack) flags="--force -f --quiet -q $conn $read --help" ;;
 	help) COMPREPLY=($(compgen -W "mount unmount stats pack unpack info verify version" -- "$cur")); return ;;
 	*) flags="--help" ;;
 	esac

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Regenerates the example files of this directory with bloscfs's own pack
-# (run from the repository root: examples/make-examples.sh). Needs
-# Debian's python3-numpy for the array inputs.
+# (run from the repository root: examples/make-examples.sh), byte for
+# byte: every parameter is given, so that a change of pack's defaults
+# does not change them (cmd/bloscfs's TestExamplesReproduce checks it).
+# Needs mawk (Debian's awk) for the log and Debian's python3-numpy for
+# the array inputs, python3-zarr for the Zarr store. BLOSCFS names the binary (default: bin/bloscfs,
+# built when missing); an argument names the output directory (default:
+# this one).
 set -euo pipefail
 cd "$(dirname "$0")"
-bin=../bin/bloscfs
+bin=${BLOSCFS:-../bin/bloscfs}
 [ -x "$bin" ] || (cd .. && make build)
+out=${1:-.}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # A server log, stored as Bloscpack with bloscpack's defaults.
-awk 'BEGIN { srand(7); for (i = 0; i < 30000; i++)
+mawk 'BEGIN { srand(7); for (i = 0; i < 30000; i++)
   printf "2026-11-22T%02d:%02d:%02d.%03dZ %s worker-%d request %d took %d ms\n",
     int(i/3600)%24, int(i/60)%60, i%60, (i*37)%1000, (rand() < 0.05 ? "WARN" : "INFO"), i%8, i, 3+int(rand()*200) }' > "$tmp/server-log"
-"$bin" pack -f --format blp --typesize 1 "$tmp/server-log" server-log.blp
+"$bin" pack -f -q --format blp --codec blosclz --clevel 7 --filter shuffle --typesize 1 \
+  --chunk-size 1MiB --block-size auto --checksum adler32 "$tmp/server-log" "$out/server-log.blp"
 
 # A float64 temperature series and a 2-D grid, as python-blosc2 would
 # store them: a Blosc2 frame (zstd, shuffle) and a .b2nd array.
@@ -25,19 +32,21 @@ temps.astype('<f8').tofile(sys.argv[1] + '/temperatures')
 y, x = np.mgrid[0:400, 0:300]
 np.save(sys.argv[1] + '/grid.npy', (np.sin(x / 17.0) * np.cos(y / 23.0) * 100).round(3).astype('<f8'))
 PY
-"$bin" pack -f --codec zstd --typesize 8 --chunk-size 512KiB "$tmp/temperatures" temperatures.b2frame
-"$bin" pack -f --codec lz4 "$tmp/grid.npy" grid.b2nd
+"$bin" pack -f -q --format b2frame --codec zstd --clevel 5 --filter shuffle --typesize 8 \
+  --chunk-size 512KiB --block-size 256KiB "$tmp/temperatures" "$out/temperatures.b2frame"
+"$bin" pack -f -q --format b2nd --codec lz4 --clevel 5 --filter shuffle --typesize 8 \
+  --chunkshape 400,300 --blockshape 50,300 "$tmp/grid.npy" "$out/grid.b2nd"
 
 # A Zarr v2 store written by python3-zarr (Blosc lz4, shuffle): a group
 # holding a 2-D float32 array (shown as weather.zarr/pressure.npy).
-rm -rf weather.zarr
-/usr/bin/python3 - <<'PY'
-import numpy as np, zarr
-g = zarr.open_group("weather.zarr", mode="w")
+rm -rf "$out/weather.zarr"
+/usr/bin/python3 - "$out/weather.zarr" <<'PY'
+import numpy as np, sys, zarr
+g = zarr.open_group(sys.argv[1], mode="w")
 g.attrs["title"] = "bloscfs example"
 y, x = np.mgrid[0:360, 0:720]
 p = g.create_dataset("pressure", shape=(360, 720), chunks=(90, 180), dtype="<f4")
 p[:] = (1013 + 20 * np.sin(x / 40.0) * np.cos(y / 30.0)).astype("<f4")
 p.attrs["units"] = "hPa"
 PY
-ls -l
+ls -l "$out"

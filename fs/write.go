@@ -29,7 +29,7 @@ type NewFormat string
 
 // New-file formats.
 const (
-	NewB2Frame NewFormat = "b2frame" // name.b2frame, python-blosc2's defaults
+	NewB2Frame NewFormat = "b2frame" // name.b2frame, zstd clevel 5 shuffle (blosc.DefaultParams)
 	NewBlp     NewFormat = "blp"     // name.blp, bloscpack's defaults
 	NewPlain   NewFormat = "none"    // a plain file
 )

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -324,7 +325,7 @@ func TestStats(t *testing.T) {
 	}
 	// The text form says the same.
 	text := string(mustRun(t, bin, "stats", m.dir))
-	if !strings.Contains(text, "1 hits, 1 misses") || !strings.Contains(text, "decode zstd:") {
+	if !strings.Contains(text, "1 hit, 1 miss ") || !strings.Contains(text, "decode zstd:") {
 		t.Errorf("stats:\n%s", text)
 	}
 	// Open files are counted until their release, which the kernel
@@ -341,14 +342,52 @@ func TestStats(t *testing.T) {
 	}
 }
 
-// TestVerifyMountpoint: verify run on a mount says that it is a bloscfs
-// mount and names its source, instead of reporting "0 verified".
+// TestVerifyMountpoint: info and verify run on a mount say that it is a
+// bloscfs mount and name its source, instead of printing nothing or
+// "0 verified"; run on a file in the mount, they name the source file
+// it shows, instead of "not a Blosc container". Two mounts share one
+// log file, as every root mount shares /var/log/bloscfs/bloscfs.log, and
+// each line of it names the mountpoint it is about.
 func TestVerifyMountpoint(t *testing.T) {
 	src, _ := smallSource(t)
-	m := mountDaemon(t, src)
-	r := runProg(cmdTimeout, bin, "verify", m.dir)
-	if r.Code != 1 || !strings.Contains(string(r.Stderr), "is a bloscfs mount") || !strings.Contains(string(r.Stderr), src) {
-		t.Errorf("verify MOUNTPOINT: %v; want exit 1 naming the source %s", r, src)
+	log := filepath.Join(t.TempDir(), "shared.log")
+	m := mountDaemon(t, src, "--log", log)
+	for _, cmd := range []string{"info", "verify"} {
+		r := runProg(cmdTimeout, bin, cmd, m.dir)
+		if want := "a bloscfs mount of " + src; r.Code != 1 || !strings.Contains(string(r.Stderr), want) || !strings.Contains(string(r.Stderr), "bloscfs "+cmd+" "+src) {
+			t.Errorf("%s MOUNTPOINT: %v; want exit 1 and %q", cmd, r, want)
+		}
+		r = runProg(cmdTimeout, bin, cmd, m.path("data"))
+		if want := "the decompressed view of " + filepath.Join(src, "data.b2frame"); r.Code != 1 || !strings.Contains(string(r.Stderr), want) || strings.Contains(string(r.Stderr), "not a Blosc container") {
+			t.Errorf("%s MOUNTPOINT/data: %v; want exit 1 and %q", cmd, r, want)
+		}
+	}
+	src2, _ := smallSource(t)
+	m2 := mountDaemon(t, src2, "--log", log)
+	for _, mm := range []*mount{m, m2} {
+		if r := mm.unmount(); r.Err != nil {
+			t.Fatalf("unmount %s: %v", mm.dir, r)
+		}
+		mm.waitExit(10 * time.Second)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d bloscfs\[(\d+)\]: (/\S+): `)
+	serving := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		g := line.FindStringSubmatch(l)
+		if g == nil || (g[2] != m.dir && g[2] != m2.dir) || g[1] != fmt.Sprint(map[string]int{m.dir: m.pid, m2.dir: m2.pid}[g[2]]) {
+			t.Errorf("shared log: %q does not start with the time, bloscfs[PID] and its mountpoint (%s or %s)", l, m.dir, m2.dir)
+			continue
+		}
+		if strings.Contains(l, "serving ") {
+			serving[g[2]] = true
+		}
+	}
+	if !serving[m.dir] || !serving[m2.dir] {
+		t.Errorf("shared log: a serving line of each mount? %v\n%s", serving, b)
 	}
 }
 

@@ -47,7 +47,7 @@ func registered() []Format {
 }
 
 // ErrUnknownFormat reports content that no registered format recognises.
-var ErrUnknownFormat = errors.New("pack: not a Blosc container")
+var ErrUnknownFormat = errors.New("not a Blosc container")
 
 // HeadLen is how many leading bytes Sniff needs.
 const HeadLen = 64

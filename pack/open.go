@@ -12,7 +12,7 @@ import (
 // ErrNotRegular reports a source entry that is not a regular file (or
 // not a directory where one is expected): a FIFO, socket, device or
 // symlink. bloscfs never reads such entries; it shows them as they are.
-var ErrNotRegular = errors.New("pack: not a regular file")
+var ErrNotRegular = errors.New("not a regular file")
 
 // openFlags are the flags every open of a source file adds: a symlink is
 // not followed (the daemon must not read, with its rights, what a link

@@ -30,11 +30,11 @@ import (
 var (
 	// ErrFormat reports a file that is not a container of the expected
 	// kind, or whose structure is broken.
-	ErrFormat = errors.New("pack: invalid container")
+	ErrFormat = errors.New("invalid container")
 	// ErrChecksum reports a chunk whose stored checksum does not match.
-	ErrChecksum = errors.New("pack: checksum mismatch")
+	ErrChecksum = errors.New("checksum mismatch")
 	// ErrUnsupported reports a container version or feature not handled.
-	ErrUnsupported = errors.New("pack: unsupported")
+	ErrUnsupported = errors.New("not supported")
 )
 
 // BlockKey names one decoded block of one open container.

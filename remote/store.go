@@ -62,16 +62,16 @@ type Config struct {
 var (
 	// ErrChanged reports that the object's ETag is no longer the one
 	// seen at open (the server answered 412 to If-Match).
-	ErrChanged = errors.New("remote: object changed since it was opened")
+	ErrChanged = errors.New("object changed since it was opened")
 	// ErrNotFound reports a missing object or bucket.
-	ErrNotFound = errors.New("remote: not found")
+	ErrNotFound = errors.New("not found")
 	// ErrDenied reports a request refused for its credentials.
-	ErrDenied = errors.New("remote: access denied")
+	ErrDenied = errors.New("access denied")
 	// ErrRead reports a range that could not be read: the object changed
 	// or every try failed. The failure has been logged.
-	ErrRead = errors.New("remote: read failed")
+	ErrRead = errors.New("read failed")
 	// ErrShortBody reports a response body shorter than its range.
-	ErrShortBody = errors.New("remote: truncated response body")
+	ErrShortBody = errors.New("truncated response body")
 )
 
 // Store is one bucket of one service.

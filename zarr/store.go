@@ -14,17 +14,17 @@ import (
 var (
 	// ErrNotExist reports an object that is not in the store. A chunk that
 	// does not exist holds the array's fill value.
-	ErrNotExist = errors.New("zarr: object does not exist")
+	ErrNotExist = errors.New("the Zarr object does not exist")
 	// ErrFormat reports metadata that is not valid Zarr.
-	ErrFormat = errors.New("zarr: invalid metadata")
+	ErrFormat = errors.New("invalid Zarr metadata")
 	// ErrUnsupported reports a valid feature this package does not read
 	// (a codec, a data type, a chunk grid).
-	ErrUnsupported = errors.New("zarr: unsupported")
+	ErrUnsupported = errors.New("not supported")
 	// ErrCorrupt reports a chunk or shard that does not decode to what
 	// the metadata promise.
-	ErrCorrupt = errors.New("zarr: corrupt chunk")
+	ErrCorrupt = errors.New("corrupt Zarr chunk")
 	// ErrChecksum reports a crc32c mismatch.
-	ErrChecksum = errors.New("zarr: checksum mismatch")
+	ErrChecksum = errors.New("checksum mismatch")
 )
 
 // Store reads the objects of a Zarr store by key ("a/b/.zarray",

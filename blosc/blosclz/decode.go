@@ -21,7 +21,7 @@ import (
 // ErrCorrupt reports a BloscLZ stream that does not decode to the expected
 // number of bytes: truncated input, a run past the end of the output or a
 // match before its start.
-var ErrCorrupt = errors.New("blosclz: corrupt stream")
+var ErrCorrupt = errors.New("corrupt BloscLZ stream")
 
 // farBase is the distance that a far match's 16-bit field counts from.
 const farBase = 8192

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,16 +18,26 @@ func commandFlags(t *testing.T, cmd string) []string {
 	t.Helper()
 	h := bloscfs(t, "help", cmd)
 	var flags []string
-	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z-]+)`).FindAllStringSubmatch(string(h.stdout), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(string(h.stdout), -1) {
 		flags = append(flags, m[1])
 	}
 	return flags
 }
 
-// TestDocsListFlags: the man page and both completions know every flag of
+// TestDocsListFlags: the man page, both completions and the user guide
+// (with docs/REMOTE.md for the object-store flags) know every flag of
 // every command.
 func TestDocsListFlags(t *testing.T) {
 	docs := map[string]string{}
+	guide, err := os.ReadFile(filepath.Join(root, "docs", "USER-GUIDE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := os.ReadFile(filepath.Join(root, "docs", "REMOTE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs["docs/USER-GUIDE.md and docs/REMOTE.md"] = string(guide) + string(remote)
 	for _, f := range []string{"man/bloscfs.1", "completion/bloscfs.bash", "completion/_bloscfs"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
@@ -95,5 +106,50 @@ func TestMakeStopQuiet(t *testing.T) {
 		if err != nil || len(out) != 0 {
 			t.Errorf("make stop MNT=%s: %v, %q", mnt, err, out)
 		}
+	}
+}
+
+// TestReadmeFacts: the README stays a short page, and what it says of
+// the machine it needs is what go.mod and the Makefile say: the Go
+// version, the Debian packages make test installs, where versitygw goes.
+// No page says python-blosc2 defaults to clevel 5 (its default is 1).
+func TestReadmeFacts(t *testing.T) {
+	read := func(f string) string {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	readme, makefile, gomod := read("README.md"), read("Makefile"), read("go.mod")
+	if n := strings.Count(readme, "\n"); n > 250 {
+		t.Errorf("README.md has %d lines; the details belong in docs/ (a user's page is at most about 250)", n)
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindStringSubmatch(gomod)
+	if goVersion == nil || !strings.Contains(readme, "Go "+goVersion[1]+" or later") {
+		t.Errorf("README.md does not say Go %v or later, the version of go.mod", goVersion)
+	}
+	apt := regexp.MustCompile(`(?m)^APT_PACKAGES := (.*)$`).FindStringSubmatch(makefile)
+	if apt == nil || !strings.Contains(readme, apt[1]) {
+		t.Errorf("README.md does not list the Debian packages make test installs: %v", apt)
+	}
+	tools := regexp.MustCompile(`(?m)^TOOLS_DIR \?= \$\(HOME\)(\S+)$`).FindStringSubmatch(makefile)
+	vgw := regexp.MustCompile(`(?m)^VERSITYGW_VERSION := (\S+)$`).FindStringSubmatch(makefile)
+	if tools == nil || vgw == nil || !strings.Contains(readme, "~"+tools[1]) || !strings.Contains(readme, "versitygw "+vgw[1]) {
+		t.Errorf("README.md does not say make test builds versitygw %v into ~%v", vgw, tools)
+	}
+	wrong := regexp.MustCompile(`python-blosc2's (default|defaults|parameters)\W[^.]{0,40}clevel 5`)
+	pages, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	for _, f := range append(pages, filepath.Join(root, "README.md"), filepath.Join(root, "man", "bloscfs.1")) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := wrong.FindString(strings.ReplaceAll(strings.ReplaceAll(string(b), "\\-", "-"), "\n", " ")); m != "" {
+			t.Errorf("%s: %q (python-blosc2's default clevel is 1)", f, m)
+		}
+	}
+	if h := bloscfs(t, "help", "pack"); wrong.Match(bytes.ReplaceAll(h.stdout, []byte("\n"), []byte(" "))) {
+		t.Errorf("help pack says python-blosc2's defaults have clevel 5:\n%s", h.stdout)
 	}
 }

@@ -26,21 +26,27 @@ func newUnpackCache() pack.BlockCache { return cache.New[pack.BlockKey](unpackCa
 
 // infoRecord is what info prints for one file.
 type infoRecord struct {
-	Path       string  `json:"path"`
-	Format     string  `json:"format"`
-	Version    int     `json:"version"`
-	Size       int64   `json:"size"`
-	ViewSize   int64   `json:"view_size"`
-	StoredSize int64   `json:"stored_size"`
-	Ratio      float64 `json:"ratio"`
-	Chunks     int     `json:"chunks"`
-	ChunkSize  int64   `json:"chunk_size"`
-	Blocksize  int     `json:"blocksize"`
-	Codec      string  `json:"codec"`
-	Clevel     *int    `json:"clevel,omitempty"` // not recorded by Bloscpack
-	Typesize   int     `json:"typesize"`
-	Filters    string  `json:"filters"`
-	Checksum   string  `json:"checksum,omitempty"`
+	Path    string `json:"path"`
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	// Size is the plain bytes: what unpack writes and a mount shows (a
+	// .b2nd's .npy file); ViewSize is the same, under its older name.
+	Size       int64 `json:"size"`
+	ViewSize   int64 `json:"view_size"`
+	StoredSize int64 `json:"stored_size"`
+	// PaddedSize is what a .b2nd's chunks hold: the array padded to
+	// whole chunks (0 for other files).
+	PaddedSize int64 `json:"padded_size,omitempty"`
+	// Ratio is Size ÷ StoredSize, as pack and unpack report it.
+	Ratio     float64 `json:"ratio"`
+	Chunks    int     `json:"chunks"`
+	ChunkSize int64   `json:"chunk_size"`
+	Blocksize int     `json:"blocksize"`
+	Codec     string  `json:"codec"`
+	Clevel    *int    `json:"clevel,omitempty"` // not recorded by Bloscpack
+	Typesize  int     `json:"typesize"`
+	Filters   string  `json:"filters"`
+	Checksum  string  `json:"checksum,omitempty"`
 	// Bloscpack's header: the last chunk's size, the room for appended
 	// chunks, whether there is an offsets table and a metadata section.
 	LastChunk    *int64        `json:"last_chunk,omitempty"`
@@ -83,7 +89,7 @@ func describe(path string) (*infoRecord, error) {
 	defer v.Close()
 	in := v.Container.Info()
 	r := &infoRecord{
-		Path: path, Format: in.Format, Version: in.Version, Size: in.Size, ViewSize: v.Size,
+		Path: path, Format: in.Format, Version: in.Version, Size: v.Size, ViewSize: v.Size,
 		StoredSize: in.StoredSize, Chunks: in.Chunks, ChunkSize: in.ChunkSize, Blocksize: in.Blocksize,
 		Codec: in.Codec, Typesize: in.Typesize, Filters: blosc.FilterString(in.Filters, in.FiltersMeta),
 		Checksum: in.Checksum,
@@ -92,7 +98,7 @@ func describe(path string) (*infoRecord, error) {
 		r.Clevel = &in.Clevel
 	}
 	if in.StoredSize > 0 {
-		r.Ratio = float64(in.Size) / float64(in.StoredSize)
+		r.Ratio = float64(r.Size) / float64(in.StoredSize)
 	}
 	if f, ok := v.Container.(*bloscpack.File); ok {
 		h := f.Header
@@ -126,6 +132,7 @@ func describe(path string) (*infoRecord, error) {
 	if f, ok := v.Container.(*frame.Frame); ok && f.Array() != nil {
 		a := f.Array()
 		r.Shape, r.ChunkShape, r.BlockShape, r.Dtype = a.Shape, a.ChunkShape, a.BlockShape, a.Dtype
+		r.PaddedSize = in.Size
 		name := "b2nd"
 		if a.Legacy {
 			name = "caterva"
@@ -191,7 +198,7 @@ func newJSON(w io.Writer) *json.Encoder {
 func cmdInfo(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("info", stdout)
 	asJSON := fs.Bool("json", false, "print JSON: one object per file, {\"path\", \"error\"} for a file that cannot be read")
-	addRemoteFlags(fs)
+	addRemoteFlagsFor(fs, remoteConn)
 	files, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -201,7 +208,19 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 	}
 	recs := []any{}
 	failed := false
-	err = walkContainers(files, func(p string, err error) {
+	var local []string
+	for _, p := range files {
+		if msg := inMount(p, "info"); msg != "" {
+			failed = true
+			if !*asJSON {
+				fmt.Fprintf(stderr, "bloscfs info: %s: %s\n", p, msg)
+			}
+			recs = append(recs, errorRecord{Path: p, Error: msg})
+			continue
+		}
+		local = append(local, p)
+	}
+	err = walkContainers(local, func(p string, err error) {
 		var r *infoRecord
 		if err == nil {
 			r, err = describe(p)
@@ -236,7 +255,7 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 
 // printInfo prints a record as text.
 func printInfo(stdout io.Writer, r *infoRecord) {
-	fmt.Fprintf(stdout, "%s: %s v%d, %d bytes in %d stored (ratio %.2f)\n", r.Path, r.Format, r.Version, r.Size, r.StoredSize, r.Ratio)
+	fmt.Fprintf(stdout, "%s: %s v%d, %d plain bytes in %d stored (ratio %.2f)\n", r.Path, r.Format, r.Version, r.Size, r.StoredSize, r.Ratio)
 	fmt.Fprintf(stdout, "  chunks %d × %d, blocks %d, codec %s", r.Chunks, r.ChunkSize, r.Blocksize, r.Codec)
 	if r.Clevel != nil {
 		fmt.Fprintf(stdout, " clevel %d", *r.Clevel)
@@ -262,7 +281,7 @@ func printInfo(stdout io.Writer, r *infoRecord) {
 	if r.Shape != nil && r.ChunkShape == nil {
 		fmt.Fprintf(stdout, "  array %v %s (.npy view %d bytes)\n", r.Shape, r.Dtype, r.ViewSize)
 	} else if r.Shape != nil {
-		fmt.Fprintf(stdout, "  array %v %s, chunks %v, blocks %v (.npy view %d bytes)\n", r.Shape, r.Dtype, r.ChunkShape, r.BlockShape, r.ViewSize)
+		fmt.Fprintf(stdout, "  array %v %s, chunks %v, blocks %v; the plain bytes are its .npy file, the chunks hold %d bytes padded to whole chunks\n", r.Shape, r.Dtype, r.ChunkShape, r.BlockShape, r.PaddedSize)
 	}
 	keys := make([]string, 0, len(r.Meta))
 	for k := range r.Meta {
@@ -346,7 +365,7 @@ func isContainer(path string) bool {
 func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	flags := newFlags("verify", stdout)
 	asJSON := flags.Bool("json", false, "print JSON")
-	addRemoteFlags(flags)
+	addRemoteFlagsFor(flags, remoteRead)
 	paths, err := parseFlags(flags, args)
 	if err != nil {
 		return err
@@ -355,8 +374,8 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: verify PATH...", errUsage)
 	}
 	for _, p := range paths {
-		if src := mountSource(p); src != "" {
-			return fmt.Errorf("%s is a bloscfs mount, which shows files decompressed: verify its source, %s", p, src)
+		if msg := inMount(p, "verify"); msg != "" {
+			return fmt.Errorf("%s: %s", p, msg)
 		}
 	}
 	var recs []verifyRecord
@@ -409,16 +428,60 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// mountSource returns the source of the bloscfs mount at path ("" if
-// path is no bloscfs mountpoint).
-func mountSource(path string) string {
+// inMount says, for info and verify, what path is when it is a bloscfs
+// mountpoint or inside one: the mount shows decompressed views, so the
+// command is to be run on the source (named: the file a view shows when
+// it can be found). It returns "" for any other path.
+func inMount(path, cmd string) string {
 	abs, err := filepath.Abs(path)
+	if err != nil || remote.IsURL(path) {
+		return ""
+	}
+	var m bloscfsMount
+	for _, c := range bloscfsMounts() {
+		if (abs == c.dir || strings.HasPrefix(abs, c.dir+"/") || c.dir == "/") && len(c.dir) > len(m.dir) {
+			m = c
+		}
+	}
+	if m.dir == "" {
+		return ""
+	}
+	if abs == m.dir {
+		return fmt.Sprintf("a bloscfs mount of %s, which shows its files decompressed: run 'bloscfs %s %s'", m.source, cmd, m.source)
+	}
+	rel, _ := filepath.Rel(m.dir, abs)
+	if src := sourceOf(m.source, rel); src != "" {
+		return fmt.Sprintf("the decompressed view of %s (bloscfs mount at %s): run 'bloscfs %s %s'", src, m.dir, cmd, src)
+	}
+	dir := m.source + "/" + filepath.Dir(rel)
+	if filepath.Dir(rel) == "." {
+		dir = m.source
+	}
+	return fmt.Sprintf("in the bloscfs mount at %s, which shows the files of %s decompressed: run 'bloscfs %s' on the file there", m.dir, dir, cmd)
+}
+
+// sourceOf returns the file of a local mount's source that the view
+// name rel shows: rel itself, or a container whose plain name is rel's.
+// It returns "" when the source is not a local directory (a bucket, or
+// an fsname=) or holds no such file.
+func sourceOf(source, rel string) string {
+	dir := filepath.Join(source, filepath.Dir(rel))
+	if !filepath.IsAbs(source) {
+		return ""
+	}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return ""
 	}
-	for _, m := range bloscfsMounts() {
-		if m.dir == abs {
-			return m.source
+	base := filepath.Base(rel)
+	for _, e := range entries {
+		if plain, ok := all.PlainName(e.Name()); ok && plain == base {
+			return filepath.Join(dir, e.Name())
+		}
+	}
+	for _, e := range entries {
+		if e.Name() == base {
+			return filepath.Join(dir, base)
 		}
 	}
 	return ""

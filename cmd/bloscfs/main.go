@@ -92,10 +92,11 @@ const usage = `usage:
 Remote archives: SOURCE of mount, PATH of info and verify, IN of unpack and
 OUT of pack may be s3://BUCKET[/KEY] in S3-compatible object storage (a
 remote mount is read-only). Credentials and region come from the usual
-AWS_* variables and ~/.aws files. With s3:// locations:
+AWS_* variables and ~/.aws files. With s3:// locations, every command takes
                  [--endpoint URL] [--s3-path-style true|false] [--anonymous]
-                 [--region R] [--request-timeout 30s] [--remote-cache-size 256MiB]
-                 [--dir-cache 60s] [--cache-dir DIR] [--cache-dir-size 4GiB]
+                 [--region R] [--request-timeout 30s]
+unpack and verify also [--remote-cache-size 256MiB] [--cache-dir DIR]
+                 [--cache-dir-size 4GiB], and mount these and [--dir-cache 60s].
 
 Formats read: Bloscpack (.blp), Blosc2 frames (.b2frame, .b2f, .b2), sparse
 frame directories, .b2nd arrays (shown as .npy) and bare chunks (.blosc).
@@ -234,13 +235,54 @@ func newFlags(name string, stdout io.Writer) *pflag.FlagSet {
 }
 
 // parseFlags parses flags, which may come before, between or after the
-// operands, and returns the operands; flag errors become usage errors.
+// operands, and returns the operands; flag errors become usage errors
+// that name the flag, the value and what it takes.
 func parseFlags(fs *pflag.FlagSet, args []string) ([]string, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+		var bad *pflag.InvalidValueError
+		if errors.As(err, &bad) {
+			takes := valueKind(bad.GetFlag().Value.Type())
+			if takes == "" { // a value of ours says it itself
+				takes = errors.Unwrap(bad).Error()
+			}
+			return nil, badFlag(bad.GetFlag().Name, bad.GetValue(), takes)
+		}
+		return nil, usageError(err.Error())
 	}
 	return fs.Args(), nil
 }
+
+// badFlag is the usage error of a flag given a value it does not take:
+// the flag, the value, and in plain words what it takes.
+func badFlag(flag, value, takes string) error {
+	return usageError(fmt.Sprintf("--%s %q: %s", flag, value, takes))
+}
+
+// usageError is a command-line mistake told in words of its own: it is
+// an errUsage (exit code 2) without the "usage:" of a synopsis.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+// Is makes a usageError an errUsage.
+func (e usageError) Is(target error) bool { return target == errUsage }
+
+// valueKind says what a flag of a pflag value type takes ("" for a
+// value type of ours).
+func valueKind(typ string) string {
+	switch typ {
+	case "bool":
+		return "takes true or false"
+	case "int", "int64", "uint", "uint64":
+		return "not a whole number"
+	case "duration":
+		return "not a duration (e.g. 500ms, 30s, 2m, 1h)"
+	}
+	return ""
+}
+
+// sizeHint says what a size flag takes.
+const sizeHint = "a size such as 1048576, 512KiB, 4MiB or 1GiB"

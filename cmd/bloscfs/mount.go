@@ -137,7 +137,7 @@ func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (mf mountFla
 					val = strings.ReplaceAll(val, "+", ",")
 				}
 				if err := fs.Set(flag.Name, val); err != nil {
-					return mf, nil, fmt.Errorf("%w: -o %s: %v", errUsage, opt, err)
+					return mf, nil, usageError(fmt.Sprintf("-o %s: %s", opt, optionValueError(flag, err)))
 				}
 			default:
 				o.ExtraOptions = append(o.ExtraOptions, opt)
@@ -176,10 +176,10 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.CacheSize, err = parseSize(*cacheSize); err != nil || o.CacheSize < 1<<20 {
-		return fmt.Errorf("%w: --cache-size %q (at least 1MiB)", errUsage, *cacheSize)
+		return badFlag("cache-size", *cacheSize, "takes "+sizeHint+", at least 1MiB")
 	}
 	if o.ReadAhead, err = parseSize(*readAhead); err != nil {
-		return fmt.Errorf("%w: --read-ahead %q", errUsage, *readAhead)
+		return badFlag("read-ahead", *readAhead, "takes "+sizeHint+", or 0 for none")
 	}
 	o.ReadOnly = o.ReadOnly || *readOnly
 	o.Debug = *debug
@@ -187,11 +187,14 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	case bfs.NewB2Frame, bfs.NewBlp, bfs.NewPlain:
 		o.NewFormat = bfs.NewFormat(*newFormat)
 	default:
-		return fmt.Errorf("%w: --new-format %q (b2frame, blp or none)", errUsage, *newFormat)
+		return badFlag("new-format", *newFormat, "not a format for new files: b2frame, blp or none")
 	}
-	c, ok := blosc.CodecByName(*codec)
-	if !ok || c > blosc.CodecZstd || c == blosc.CodecSnappy {
-		return fmt.Errorf("%w: --codec %q", errUsage, *codec)
+	c, err := newCodec(*codec)
+	if err != nil {
+		return err
+	}
+	if err := checkLevels(*clevel, *typesize); err != nil {
+		return err
 	}
 	o.NewParams = blosc.Params{Codec: c, Clevel: *clevel, Typesize: *typesize, Split: blosc.SplitAuto}
 	if o.NewParams.Filters, o.NewParams.FiltersMeta, err = parseFilters(*filter, *typesize); err != nil {
@@ -200,11 +203,11 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if o.NewFormat == bfs.NewBlp {
 		o.NewParams.Blosc1, o.NewParams.Split = true, blosc.SplitForwardCompat
 	}
-	if err := blosc.ValidateParams(o.NewParams); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := validParams(o.NewParams); err != nil {
+		return err
 	}
 	if o.NewChunkSize, err = parseSize(*chunkSize); err != nil || o.NewChunkSize <= 0 || o.NewChunkSize > 1<<31-64 {
-		return fmt.Errorf("%w: --chunk-size %q", errUsage, *chunkSize)
+		return badFlag("chunk-size", *chunkSize, chunkSizeHint)
 	}
 	if o.NewFormat == bfs.NewB2Frame {
 		o.NewParams.Blocksize = defaultBlocksize(o.NewParams, int(o.NewChunkSize))
@@ -267,6 +270,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeLog()
+	prefixMount(logger, mnt)
 	o.Logger = logger
 	if mf.autoUnmount {
 		// Started before the mount is made, so that a daemon killed

@@ -29,7 +29,7 @@ func parseFilters(s string, typesize int) (f, meta [6]uint8, err error) {
 	}
 	parts := strings.Split(s, ",")
 	if len(parts) > 6 {
-		return f, meta, fmt.Errorf("%w: at most 6 filters, not %d", errUsage, len(parts))
+		return f, meta, badFlag("filter", s, fmt.Sprintf("at most 6 filters, not %d", len(parts)))
 	}
 	slot := 6 - len(parts)
 	for _, p := range parts {
@@ -45,18 +45,18 @@ func parseFilters(s string, typesize int) (f, meta [6]uint8, err error) {
 		case "truncprec", "trunc_prec":
 			id = blosc.FilterTruncPrec
 			if !hasArg {
-				return f, meta, fmt.Errorf("%w: truncprec needs the bits to keep, e.g. truncprec:20", errUsage)
+				return f, meta, badFlag("filter", s, "truncprec needs the bits to keep, e.g. truncprec:20,shuffle")
 			}
 		case "bytedelta":
 			id = blosc.FilterByteDelta
 			meta[slot] = uint8(typesize)
 		default:
-			return f, meta, fmt.Errorf("%w: unknown filter %q (shuffle, bitshuffle, delta, truncprec:N, bytedelta, none)", errUsage, name)
+			return f, meta, badFlag("filter", s, fmt.Sprintf("%q is not a filter: use %s", name, filterNames))
 		}
 		if hasArg {
 			v, err := strconv.Atoi(arg)
 			if err != nil || v < -128 || v > 255 {
-				return f, meta, fmt.Errorf("%w: bad filter parameter %q", errUsage, p)
+				return f, meta, badFlag("filter", s, fmt.Sprintf("%q: the parameter after : is a number from -128 to 255", p))
 			}
 			meta[slot] = uint8(v)
 		}
@@ -86,9 +86,10 @@ const maxPackBlock = 64 << 20
 const packHelp = `Compress a plain file on all cores into a Blosc2 frame (default), a
 Bloscpack file, or (for a .npy input) a .b2nd array. OUT defaults to
 IN.b2frame (IN.blp; x.b2nd for x.npy); with IN - (standard input) OUT is
-required. Defaults: b2frame with python-blosc2's parameters (zstd, clevel
-5, shuffle, typesize 8), blp with bloscpack's (blosclz, clevel 7, shuffle,
-adler32); 1 MiB chunks.`
+required. Defaults: b2frame with zstd, clevel 5, shuffle, typesize 8
+(python-blosc2's codec, filter and typesize, c-blosc2's default level;
+python-blosc2's is 1), blp with bloscpack's parameters (blosclz, clevel 7,
+shuffle, adler32); 1 MiB chunks.`
 
 func cmdPack(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("pack", stdout)
@@ -104,7 +105,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	checksum := fs.String("checksum", "adler32", "blp chunk `CHECKSUM`: None, adler32, crc32, md5, sha1, sha224, sha256, sha384, sha512")
 	force := fs.BoolP("force", "f", false, "overwrite OUT; pack IN even if it is a container already")
 	quiet := fs.BoolP("quiet", "q", false, "print no summary")
-	addRemoteFlags(fs)
+	addRemoteFlagsFor(fs, remoteConn)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -130,7 +131,15 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *format != "b2frame" && *format != "blp" && *format != "b2nd" {
-		return fmt.Errorf("%w: format %q (b2frame, blp or b2nd)", errUsage, *format)
+		return badFlag("format", *format, "not a format: b2frame, blp or b2nd")
+	}
+	if _, ok := bloscpack.ChecksumID(*checksum); !ok {
+		return badFlag("checksum", *checksum, "not a checksum: "+checksumNames())
+	}
+	for flag, shape := range map[string]string{"chunkshape": *chunkShape, "blockshape": *blockShape} {
+		if _, err := parseShape(flag, shape); err != nil {
+			return err
+		}
 	}
 	if out == "" {
 		out = in + "." + *format
@@ -140,7 +149,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	}
 	cs, err := parseSize(*chunkSize)
 	if err != nil || cs <= 0 || cs > 1<<31-64 {
-		return fmt.Errorf("%w: --chunk-size %q", errUsage, *chunkSize)
+		return badFlag("chunk-size", *chunkSize, chunkSizeHint)
 	}
 	p := blosc.Params{Typesize: *typesize, Split: blosc.SplitAuto}
 	if *blockSize != "auto" && *blockSize != "" {
@@ -148,7 +157,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		// A mount decodes blocks of up to an eighth of its cache (64 MiB
 		// at most); larger blocks would be readable by unpack only.
 		if err != nil || bs <= 0 || bs > maxPackBlock {
-			return fmt.Errorf("%w: --block-size %q (1 byte to 64MiB, or auto)", errUsage, *blockSize)
+			return badFlag("block-size", *blockSize, "takes "+sizeHint+", from 1 byte to 64MiB, or auto")
 		}
 		p.Blocksize = int(bs)
 	}
@@ -158,14 +167,15 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		p.Codec, p.Clevel = blosc.CodecZstd, 5
 	}
 	if *codec != "" {
-		c, ok := blosc.CodecByName(*codec)
-		if !ok || c > blosc.CodecZstd || c == blosc.CodecSnappy {
-			return fmt.Errorf("%w: codec %q (blosclz, lz4, lz4hc, zlib, zstd)", errUsage, *codec)
+		if p.Codec, err = newCodec(*codec); err != nil {
+			return err
 		}
-		p.Codec = c
 	}
 	if fs.Changed("clevel") {
 		p.Clevel = *clevel
+	}
+	if err := checkLevels(p.Clevel, *typesize); err != nil {
+		return err
 	}
 	if p.Filters, p.FiltersMeta, err = parseFilters(*filter, *typesize); err != nil {
 		return err
@@ -173,8 +183,8 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	if *blockSize == "" && *format == "b2frame" {
 		p.Blocksize = defaultBlocksize(p, int(cs))
 	}
-	if err := blosc.ValidateParams(p); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := validParams(p); err != nil {
+		return err
 	}
 
 	// A FIFO or socket cannot take a container, whose header is completed
@@ -246,7 +256,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		bp.Blosc, bp.ChunkSize = p, cs
 		id, ok := bloscpack.ChecksumID(*checksum)
 		if !ok {
-			return fmt.Errorf("%w: checksum %q", errUsage, *checksum)
+			return badFlag("checksum", *checksum, "not a checksum: "+checksumNames())
 		}
 		bp.Checksum = id
 		bw, err := bloscpack.NewWriter(w, size, bp)
@@ -391,7 +401,7 @@ func (p progressReaderAt) ReadAt(b []byte, off int64) (int, error) {
 }
 
 // parseShape reads "100,200" (empty: nil).
-func parseShape(s string) ([]int32, error) {
+func parseShape(flag, s string) ([]int32, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -399,7 +409,7 @@ func parseShape(s string) ([]int32, error) {
 	for _, f := range strings.Split(s, ",") {
 		v, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || v < 1 || v > 1<<30 {
-			return nil, fmt.Errorf("%w: bad shape %q", errUsage, s)
+			return nil, badFlag(flag, s, "a shape is whole numbers from 1 to 2^30 separated by commas, e.g. 100,200")
 		}
 		out = append(out, int32(v))
 	}
@@ -412,11 +422,11 @@ func packArray(src *os.File, in string, dst io.WriteSeeker, p blosc.Params, chun
 	if err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
-	cs, err := parseShape(chunks)
+	cs, err := parseShape("chunkshape", chunks)
 	if err != nil {
 		return err
 	}
-	bs, err := parseShape(blocks)
+	bs, err := parseShape("blockshape", blocks)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/spf13/pflag"
 	"io"
@@ -25,14 +26,58 @@ import (
 // environment or the AWS profile files, so that they never show in ps.
 type remoteFlags struct {
 	endpoint  *string
-	pathStyle *string
+	pathStyle *pathStyle
 	anonymous *bool
 	region    *string
 	dirCache  *time.Duration
-	cacheSize *string
+	cacheSize *sizeFlag
 	timeout   *time.Duration
 	cacheDir  *absPath
-	dirSize   *string
+	dirSize   *sizeFlag
+}
+
+// sizeFlag is a size of at least min bytes, checked as the flags are
+// parsed (a mount checks it before it looks at SOURCE).
+type sizeFlag struct {
+	s   string
+	min int64
+}
+
+// newSizeFlag adds a size flag to fs.
+func newSizeFlag(fs *pflag.FlagSet, name, def string, min int64, usage string) *sizeFlag {
+	f := &sizeFlag{def, min}
+	fs.Var(f, name, usage)
+	return f
+}
+
+func (f *sizeFlag) String() string { return f.s }
+
+// Type names the value in the help (pflag.Value).
+func (f *sizeFlag) Type() string { return "SIZE" }
+
+func (f *sizeFlag) Set(s string) error {
+	if n, err := parseSize(s); err != nil || n < f.min {
+		return fmt.Errorf("takes %s, at least %s", sizeHint, humanBytes(f.min))
+	}
+	f.s = s
+	return nil
+}
+
+// pathStyle is --s3-path-style: "", or true or false.
+type pathStyle string
+
+func (p *pathStyle) String() string { return string(*p) }
+
+// Type names the value in the help (pflag.Value).
+func (p *pathStyle) Type() string { return "BOOL" }
+
+func (p *pathStyle) Set(s string) error {
+	switch s {
+	case "true", "1", "yes", "false", "0", "no":
+		*p = pathStyle(s)
+		return nil
+	}
+	return errors.New("takes true or false")
 }
 
 // absPath is a flag holding a path made absolute when it is parsed (the
@@ -57,20 +102,45 @@ func (a *absPath) Set(s string) error {
 // rflags holds the flags of the command being run.
 var rflags *remoteFlags
 
-// addRemoteFlags adds the object-store flags to a command's flag set.
-func addRemoteFlags(fs *pflag.FlagSet) {
+// Which object-store flags a command takes: each lists only those it
+// uses.
+const (
+	// remoteConn: where the store is and how to talk to it (every command
+	// with an s3:// location: pack's upload, info's one-shot reads).
+	remoteConn = iota
+	// remoteRead: and the caches of fetched ranges (unpack and verify
+	// read whole objects).
+	remoteRead
+	// remoteMount: and how long listings are reused (a mount).
+	remoteMount
+)
+
+// addRemoteFlags adds every object-store flag (a mount's) to a command's
+// flag set.
+func addRemoteFlags(fs *pflag.FlagSet) { addRemoteFlagsFor(fs, remoteMount) }
+
+// addRemoteFlagsFor adds the object-store flags of level (remoteConn,
+// remoteRead or remoteMount) to a command's flag set.
+func addRemoteFlagsFor(fs *pflag.FlagSet, level int) {
 	rflags = &remoteFlags{
 		endpoint:  fs.String("endpoint", "", "S3 endpoint URL for s3:// locations (default: AWS_ENDPOINT_URL)"),
-		pathStyle: fs.String("s3-path-style", "", "path-style addressing: true or false (default: true with a custom endpoint)"),
 		anonymous: fs.Bool("anonymous", false, "send unsigned requests (public buckets)"),
 		region:    fs.String("region", "", "S3 region (default: AWS_REGION, the profile's, or us-east-1)"),
-		dirCache:  fs.Duration("dir-cache", 60*time.Second, "how long a remote listing is reused"),
-		cacheSize: fs.String("remote-cache-size", "256MiB", "memory for fetched compressed ranges"),
-		timeout:   fs.Duration("request-timeout", 30*time.Second, "deadline of one request to the store"),
-		cacheDir:  new(absPath),
-		dirSize:   fs.String("cache-dir-size", "4GiB", "bound of --cache-dir"),
+		pathStyle: new(pathStyle),
 	}
-	fs.Var(rflags.cacheDir, "cache-dir", "keep fetched ranges of remote objects in this directory too, across mounts")
+	fs.Var(rflags.pathStyle, "s3-path-style", "path-style addressing: true or false (default: true with a custom endpoint)")
+	if level >= remoteMount {
+		rflags.dirCache = fs.Duration("dir-cache", 60*time.Second, "how long a remote listing is reused")
+	}
+	if level >= remoteRead {
+		rflags.cacheSize = newSizeFlag(fs, "remote-cache-size", "256MiB", 1<<20, "memory for fetched compressed ranges")
+	}
+	rflags.timeout = fs.Duration("request-timeout", 30*time.Second, "deadline of one request to the store")
+	if level >= remoteRead {
+		rflags.dirSize = newSizeFlag(fs, "cache-dir-size", "4GiB", 1<<20, "bound of --cache-dir")
+		rflags.cacheDir = new(absPath)
+		fs.Var(rflags.cacheDir, "cache-dir", "keep fetched ranges of remote objects in this directory too, across mounts")
+	}
 }
 
 // remoteConfig returns the store configuration the flags ask for.
@@ -81,11 +151,13 @@ func remoteConfig(logger *log.Logger) (remote.Config, error) {
 		return cfg, nil
 	}
 	cfg.Endpoint, cfg.Anonymous, cfg.Region = *f.endpoint, *f.anonymous, *f.region
-	cfg.DirCache, cfg.RequestTimeout = *f.dirCache, *f.timeout
-	if cfg.DirCache == 0 {
-		cfg.DirCache = -1
+	cfg.RequestTimeout = *f.timeout
+	if f.dirCache != nil {
+		if cfg.DirCache = *f.dirCache; cfg.DirCache == 0 {
+			cfg.DirCache = -1
+		}
 	}
-	switch *f.pathStyle {
+	switch string(*f.pathStyle) {
 	case "":
 	case "true", "1", "yes":
 		t := true
@@ -94,16 +166,18 @@ func remoteConfig(logger *log.Logger) (remote.Config, error) {
 		t := false
 		cfg.PathStyle = &t
 	default:
-		return cfg, fmt.Errorf("%w: --s3-path-style %q (true or false)", errUsage, *f.pathStyle)
+		return cfg, badFlag("s3-path-style", string(*f.pathStyle), "takes true or false")
 	}
-	n, err := parseSize(*f.cacheSize)
-	if err != nil || n < 1<<20 {
-		return cfg, fmt.Errorf("%w: --remote-cache-size %q (at least 1MiB)", errUsage, *f.cacheSize)
+	if f.cacheSize == nil {
+		return cfg, nil // the store's defaults: a one-shot command
 	}
-	cfg.CacheSize = n
+	var err error
+	if cfg.CacheSize, err = parseSize(f.cacheSize.s); err != nil {
+		return cfg, badFlag("remote-cache-size", f.cacheSize.s, err.Error())
+	}
 	cfg.CacheDir = string(*f.cacheDir)
-	if cfg.CacheDirSize, err = parseSize(*f.dirSize); err != nil || cfg.CacheDirSize < 1<<20 {
-		return cfg, fmt.Errorf("%w: --cache-dir-size %q (at least 1MiB)", errUsage, *f.dirSize)
+	if cfg.CacheDirSize, err = parseSize(f.dirSize.s); err != nil {
+		return cfg, badFlag("cache-dir-size", f.dirSize.s, err.Error())
 	}
 	return cfg, nil
 }
@@ -296,7 +370,7 @@ func mountRemote(u, mnt string, o bfs.Options) (*bfs.Server, *bfs.RemoteFS, erro
 	o.FsName = strings.ReplaceAll(u, ",", "_")
 	// The heap also holds fetched ranges and read-ahead GETs in flight.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		if n, err := parseSize(*rflags.cacheSize); err == nil {
+		if n, err := parseSize(rflags.cacheSize.s); err == nil {
 			rdebug.SetMemoryLimit(o.CacheSize + n + 48<<20)
 		}
 	}

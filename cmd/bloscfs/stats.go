@@ -62,14 +62,33 @@ func cmdStats(args []string, stdout, stderr io.Writer) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("%s: bad statistics: %w", pos[0], err)
 	}
+	printStats(stdout, pos[0], s)
+	return nil
+}
+
+// plural is "1 block", "2 blocks".
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// printStats prints a mount's counters as a table: a label column as
+// wide as the widest label, then the figures in words.
+func printStats(w io.Writer, mnt string, s bfs.Stats) {
 	c := s.Cache
 	ratio := 0.0
 	if c.Hits+c.Misses > 0 {
 		ratio = 100 * float64(c.Hits) / float64(c.Hits+c.Misses)
 	}
-	fmt.Fprintf(stdout, "%s: source %s, up %.0f s\n", pos[0], s.Source, s.UptimeSeconds)
-	fmt.Fprintf(stdout, "cache:       %d hits, %d misses (%.1f%% hits), %d decodes, %d evictions\n", c.Hits, c.Misses, ratio, c.Loads, c.Evictions)
-	fmt.Fprintf(stdout, "             holds %s of %s in %d blocks\n", mib(c.Bytes), mib(c.MaxBytes), c.Entries)
+	type row struct{ label, text string }
+	rows := []row{
+		{"source", fmt.Sprintf("%s, mounted %.0f s ago", s.Source, s.UptimeSeconds)},
+		{"cache", fmt.Sprintf("%s, %s (%.1f%% hits), %s, %s", plural(c.Hits, "hit", "hits"), plural(c.Misses, "miss", "misses"),
+			ratio, plural(c.Loads, "decode", "decodes"), plural(c.Evictions, "eviction", "evictions"))},
+		{"", fmt.Sprintf("holds %s of %s in %s", mib(c.Bytes), mib(c.MaxBytes), plural(int64(c.Entries), "block", "blocks"))},
+	}
 	names := make([]string, 0, len(s.Codecs))
 	for name := range s.Codecs {
 		names = append(names, name)
@@ -81,17 +100,34 @@ func cmdStats(args []string, stdout, stderr io.Writer) error {
 		if d.DecodeSeconds > 0 {
 			speed = fmt.Sprintf(" (%.0f MiB/s)", float64(d.DecodedBytes)/(1<<20)/d.DecodeSeconds)
 		}
-		fmt.Fprintf(stdout, "decode %-5s %d blocks, %s in %.3f s%s\n", name+":", d.Blocks, mib(d.DecodedBytes), d.DecodeSeconds, speed)
+		rows = append(rows, row{"decode " + name, fmt.Sprintf("%s, %s in %.3f s%s", plural(d.Blocks, "block", "blocks"), mib(d.DecodedBytes), d.DecodeSeconds, speed)})
 	}
-	fmt.Fprintf(stdout, "open files:  %d\n", s.OpenFiles)
+	rows = append(rows, row{"open files", fmt.Sprint(s.OpenFiles)})
 	if len(s.Passthrough) > 0 {
-		fmt.Fprintf(stdout, "passthrough: %d plain files read by the kernel itself: %s\n", len(s.Passthrough), strings.Join(s.Passthrough, ", "))
+		rows = append(rows, row{"passthrough", fmt.Sprintf("%s read by the kernel itself: %s", plural(int64(len(s.Passthrough)), "plain file", "plain files"), strings.Join(s.Passthrough, ", "))})
 	} else {
-		fmt.Fprintf(stdout, "passthrough: no open plain file read by the kernel itself\n")
+		rows = append(rows, row{"passthrough", "no open plain file read by the kernel itself"})
 	}
-	fmt.Fprintf(stdout, "read-ahead:  %d runs, %s asked, %d READs found their bytes asked for\n", s.ReadAhead.Runs, mib(s.ReadAhead.Bytes), s.ReadAhead.Hits)
+	ra := s.ReadAhead
+	found := "READs found all their bytes"
+	if ra.Hits == 1 {
+		found = "READ found all its bytes"
+	}
+	rows = append(rows, row{"read-ahead", fmt.Sprintf("%s started, %s asked for; %d %s already decoded by one",
+		plural(ra.Runs, "read-ahead", "read-aheads"), mib(ra.Bytes), ra.Hits, found)})
 	if r := s.Remote; r != nil {
-		fmt.Fprintf(stdout, "remote:      %d requests, %s fetched\n", r.Requests, mib(r.FetchedBytes))
+		rows = append(rows, row{"remote", fmt.Sprintf("%s, %s fetched", plural(r.Requests, "request", "requests"), mib(r.FetchedBytes))})
 	}
-	return nil
+	width := 0
+	for _, r := range rows {
+		width = max(width, len(r.label)+1)
+	}
+	fmt.Fprintf(w, "%s:\n", mnt)
+	for _, r := range rows {
+		label := r.label
+		if label != "" {
+			label += ":"
+		}
+		fmt.Fprintf(w, "  %-*s  %s\n", width, label, r.text)
+	}
 }

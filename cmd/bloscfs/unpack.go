@@ -30,7 +30,7 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("unpack", stdout)
 	force := fs.BoolP("force", "f", false, "overwrite OUT")
 	quiet := fs.BoolP("quiet", "q", false, "print no summary")
-	addRemoteFlags(fs)
+	addRemoteFlagsFor(fs, remoteRead)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ const (
 	maxDtypeSize   = 1 << 31
 )
 
-var errDtype = errors.New("frame: not a NumPy dtype literal")
+var errDtype = errors.New("not a NumPy dtype literal")
 
 type dtypeParser struct {
 	s      string

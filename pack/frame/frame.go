@@ -835,7 +835,7 @@ func (f *Frame) VLMetaNames() []string {
 }
 
 // ErrNoMeta reports a metalayer that does not exist.
-var ErrNoMeta = errors.New("frame: no such metalayer")
+var ErrNoMeta = errors.New("no such metalayer")
 
 // VLMeta returns the decompressed content of vlmetalayer name (stored as
 // a Blosc2 chunk).

@@ -289,7 +289,7 @@ func TestCraftedHeaders(t *testing.T) {
 		{"trailer len", func(b []byte) []byte { be.PutUint32(b[len(b)-22:], 1<<30); return b }, pack.ErrFormat, "trailer_len 1073741824"},
 		{"trailer marker", func(b []byte) []byte { b[len(b)-23] = 0; return b }, pack.ErrFormat, "trailer end markers"},
 		{"short", func(b []byte) []byte { return b[:50] }, pack.ErrFormat, "too short"},
-		{"nbytes larger", func(b []byte) []byte { be.PutUint64(b[offNbytes:], 200001); return b }, pack.ErrFormat, "chunk 3: pack: invalid container: header says 3392 bytes, index 3393"},
+		{"nbytes larger", func(b []byte) []byte { be.PutUint64(b[offNbytes:], 200001); return b }, pack.ErrFormat, "chunk 3: invalid container: header says 3392 bytes, index 3393"},
 		{"nbytes one chunk more", func(b []byte) []byte { be.PutUint64(b[offNbytes:], 4*65536+1); return b }, pack.ErrFormat, "needs 5 chunks, but the index has 4"},
 	}
 	for _, c := range cases {
