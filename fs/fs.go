@@ -69,6 +69,11 @@ type Options struct {
 	// MountFlags are mount(2) flags (MS_NOATIME, …) added to nosuid and
 	// nodev when mounting directly (as root).
 	MountFlags uintptr
+	// SelfAccess says that this process itself may open files of the
+	// mount it serves (an in-process mount, as in tests): go-fuse's poll
+	// hack then runs at mount time (see serve). DefaultOptions sets it;
+	// the bloscfs daemon clears it, since it never touches its own mount.
+	SelfAccess bool
 	// NewFormat is how files created through the mount are stored, and
 	// NewParams and NewChunkSize the codec parameters they get.
 	NewFormat    NewFormat
@@ -90,6 +95,7 @@ func DefaultOptions() Options {
 		NewFormat:         NewB2Frame,
 		NewParams:         blosc.DefaultParams(8),
 		NewChunkSize:      1 << 20,
+		SelfAccess:        true, // go-fuse's default; the daemon turns it off
 	}
 }
 
@@ -347,7 +353,7 @@ func Mount(source, mountpoint string, opts Options) (*Server, *FS, error) {
 		// The source's modes, exactly: without this go-fuse shows a
 		// mode-000 file as 0644 and lets other users in.
 		NullPermissions: true,
-	})
+	}, opts.SelfAccess)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}

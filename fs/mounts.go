@@ -137,16 +137,30 @@ func (s *Server) Dir() string { return s.dir }
 
 // serve mounts root at dir and starts serving it. It returns once the
 // mount is in place; requests that come before the first one is read
-// wait in the kernel. go-fuse's fs.Mount is not used: its WaitMount opens
-// a file through the new mount (the "poll hack", against an _OP_POLL
-// that only a process polling files of its own mount would cause, which
-// the daemon never does).
-func serve(dir string, root gofs.InodeEmbedder, o *gofs.Options) (*Server, error) {
+// wait in the kernel.
+//
+// go-fuse's WaitMount, which fs.Mount calls, also runs a "poll hack": it
+// opens a file through the new mount and polls it, so that the kernel
+// learns at once that the mount answers POLL with ENOSYS. That matters
+// only to a process that opens files of the mount it serves itself (the
+// Go runtime registers every file it opens with its epoll, which sends a
+// POLL to the server and waits for the answer): in-process mounts, as
+// the tests of this package make. The daemon never does, and for it the
+// hack is a danger: a SIGKILL during that open leaves the process
+// unkillable. So the hack runs only when pollHack is set
+// (Options.SelfAccess).
+func serve(dir string, root gofs.InodeEmbedder, o *gofs.Options, pollHack bool) (*Server, error) {
 	srv, err := fuse.NewServer(gofs.NewNodeFS(root, o), dir, &o.MountOptions)
 	if err != nil {
 		return nil, err
 	}
 	go srv.Serve()
+	if pollHack {
+		if err := srv.WaitMount(); err != nil {
+			srv.Unmount()
+			return nil, err
+		}
+	}
 	return &Server{Server: srv, dir: dir}, nil
 }
 

@@ -95,7 +95,7 @@ func mountHooked(t *testing.T, p *hookProxy) (string, *syncBuffer, gofs.InodeEmb
 		AttrTimeout:     &sec,
 		EntryTimeout:    &entry,
 		NegativeTimeout: &neg,
-	})
+	}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
