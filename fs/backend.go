@@ -64,7 +64,7 @@ func viewEntries(b backend, dir string, names []string) ([]entry, syscall.Errno)
 			}
 			return p.ok
 		}}
-		if _, local := b.(localBackend); local && be.dir {
+		if be.dir {
 			ents[i].zarrArray = func() bool {
 				p, err := b.probe(dir, be)
 				if err != nil && transient == nil {
@@ -114,7 +114,11 @@ type probe struct {
 func probeOf(v *all.View) *probe {
 	p := &probe{ok: true, size: v.Size, info: v.Container.Info(), npy: v.NPY}
 	p.info.Meta = nil
-	if z, ok := v.Container.(*zarr.DirArray); ok {
+	z, ok := v.Container.(*zarr.Array)
+	if d, isDir := v.Container.(*zarr.DirArray); isDir {
+		z, ok = d.Array, true
+	}
+	if ok {
 		p.zarr = z.Describe()
 		if len(z.Attrs) <= maxZarrAttrs {
 			p.zarrAttrs = z.Attrs

@@ -1,0 +1,215 @@
+package fs
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"log"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/fakes3"
+	"github.com/bloscfs/bloscfs/remote"
+	"golang.org/x/sys/unix"
+)
+
+// mountBucket mounts prefix of the fake bucket srv; it returns the mount
+// point, the mount's log and its state.
+func mountBucket(t *testing.T, srv *fakes3.Server, prefix string) (string, *syncBuffer, *RemoteFS) {
+	t.Helper()
+	logs := &syncBuffer{}
+	logger := log.New(logs, "", 0)
+	store, err := remote.New(context.Background(), srv.Bucket, remote.Config{Endpoint: srv.URL, Anonymous: true, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	opts := DefaultOptions()
+	opts.Logger = logger
+	server, r, err := MountRemote(store, prefix, mnt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmountAtEnd(t, server, mnt)
+	return mnt, logs, r
+}
+
+// putDir uploads the files under dir to srv as prefix/relative-path.
+func putDir(t *testing.T, srv *fakes3.Server, dir, prefix string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			srv.Put(prefix+"/"+filepath.ToSlash(rel), b)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRemoteZarr mounts a fake bucket holding the v2 stores python3-zarr
+// writes and the zarrita v3 stores: each array is a .npy file equal to
+// np.save's bytes of zarr.open(path)[...], groups are directories, and
+// listing a v2 array's parent lists no array prefix (no LIST of chunks).
+func TestRemoteZarr(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting needs root (go-fuse DirectMount)")
+	}
+	if exec.Command("/usr/bin/python3", "-c", "import zarr, numcodecs").Run() != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3-zarr is missing (make deps)")
+		}
+		t.Skip("python3-zarr is not installed")
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	if out, err := exec.Command("/usr/bin/python3", "../testdata/zarr/gen_v2.py", src).CombinedOutput(); err != nil {
+		t.Fatalf("gen_v2.py: %v: %s", err, out)
+	}
+	copyDir(t, "../testdata/zarr/zarrita/v3", filepath.Join(src, "v3"))
+	os.MkdirAll(filepath.Join(src, "broken.zarr"), 0o755)
+	os.WriteFile(filepath.Join(src, "broken.zarr", ".zarray"), []byte(`{"zarr_format":2,"shape":[3],"chunks":[1],"dtype":"|O","compressor":null,"fill_value":0,"order":"C","filters":null}`), 0o644)
+	want := zarrManifest(t, filepath.Join(src, "MANIFEST.tsv"))
+	for k, v := range zarrManifest(t, "../testdata/zarr/zarrita/MANIFEST.tsv") {
+		want[k] = v
+	}
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	putDir(t, srv, src, "st")
+	mnt, logs, _ := mountBucket(t, srv, "st")
+
+	for p, sum := range want {
+		view := filepath.Join(mnt, zarrView(p))
+		out, err := exec.Command("sh", "-c", `cat "$1" | sha256sum`, "sh", view).Output()
+		if err != nil || !strings.HasPrefix(string(out), sum) {
+			t.Errorf("%s: cat | sha256sum = %q (%v), want %s", view, out, err, sum)
+		}
+	}
+	for _, p := range []string{"v2/.zgroup", "v2/.zmetadata", "v2/deep/a/b/.zattrs", "v3/zarr.json", "v3/blosc/zarr.json"} {
+		if _, err := os.Stat(filepath.Join(mnt, p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "v2/dims/d2")); err == nil {
+		t.Errorf("array prefix still visible under its own name")
+	}
+	if st, err := os.Stat(filepath.Join(mnt, "broken.zarr")); err != nil || !st.IsDir() {
+		t.Errorf("broken store: %v, %v; want a directory", st, err)
+	}
+	if !strings.Contains(logs.String(), "broken.zarr") {
+		t.Errorf("no log line for the broken store: %s", logs.String())
+	}
+	var x [64]byte
+	for attr, want := range map[string]string{"user.bloscfs.format": "zarr2", "user.bloscfs.chunkshape": "4,5", "user.zarr.attrs": `"units": "m"`} {
+		n, err := syscall.Getxattr(filepath.Join(mnt, "v2/dims/d2.npy"), attr, x[:])
+		if err != nil || !strings.Contains(string(x[:n]), want) {
+			t.Errorf("%s = %q, %v; want %q", attr, x[:max(n, 0)], err, want)
+		}
+	}
+	// A fresh listing of a group of arrays lists the group, never an
+	// array's prefix (its chunks).
+	srv.ResetCounts()
+	ents, err := os.ReadDir(filepath.Join(mnt, "v2/blosc"))
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("readdir: %v, %d entries", err, len(ents))
+	}
+	for _, l := range srv.Log() {
+		if strings.Contains(l, "prefix=st%2Fv2%2Fblosc%2F") && !strings.HasSuffix(l, "blosc%2F") {
+			t.Errorf("listing an array's prefix: %s", l)
+		}
+	}
+}
+
+// writeShardedRemote puts a 1-d float64 array (value i at i) of n
+// elements in srv under prefix, as Zarr v3 shards of shard elements with
+// inner chunks of inner elements (codec bytes; index bytes + crc32c at
+// the end), and returns its .npy header length.
+func writeShardedRemote(srv *fakes3.Server, prefix string, n, shard, inner int) {
+	srv.Put(prefix+"/zarr.json", []byte(fmt.Sprintf(`{"zarr_format":3,"node_type":"array","shape":[%d],"data_type":"float64",
+"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[%d]}},
+"chunk_key_encoding":{"name":"default"},"fill_value":0,
+"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[%d],
+ "codecs":[{"name":"bytes","configuration":{"endian":"little"}}],
+ "index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],
+ "index_location":"end"}}]}`, n, shard, inner)))
+	for s := 0; s*shard < n; s++ {
+		var body, idx []byte
+		for c := 0; c < shard/inner; c++ {
+			idx = binary.LittleEndian.AppendUint64(idx, uint64(len(body)))
+			idx = binary.LittleEndian.AppendUint64(idx, uint64(inner*8))
+			for i := range inner {
+				body = binary.LittleEndian.AppendUint64(body, math.Float64bits(float64(s*shard+c*inner+i)))
+			}
+		}
+		idx = binary.LittleEndian.AppendUint32(idx, crc32.Checksum(idx, crc32.MakeTable(crc32.Castagnoli)))
+		srv.Put(fmt.Sprintf("%s/c/%d", prefix, s), append(body, idx...))
+	}
+}
+
+// TestRemoteZarrShardGETs reads 4 KiB of a sharded array in a bucket:
+// the shard's index (one GET of its end) and one ranged GET of one inner
+// chunk; a second read in the same shard costs one GET (the index is
+// kept). Kernel read-ahead is off for the file (FADV_RANDOM).
+func TestRemoteZarrShardGETs(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting needs root (go-fuse DirectMount)")
+	}
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	const n, shard, inner = 4 << 20, 1 << 20, 128 << 10 // 32 MiB in 4 shards of 8 inner chunks of 1 MiB
+	writeShardedRemote(srv, "z/big.zarr", n, shard, inner)
+	mnt, _, _ := mountBucket(t, srv, "z")
+	f, err := os.Open(filepath.Join(mnt, "big.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	hdr := st.Size() - n*8
+	if hdr <= 0 || hdr > 256 {
+		t.Fatalf("size %d: not a .npy of %d float64", st.Size(), n)
+	}
+	unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
+	read := func(elem int64) []string {
+		srv.ResetCounts()
+		b := make([]byte, 4096)
+		if _, err := f.ReadAt(b, hdr+elem*8); err != nil {
+			t.Fatal(err)
+		}
+		if v := math.Float64frombits(binary.LittleEndian.Uint64(b)); v != float64(elem) {
+			t.Fatalf("element %d reads %v", elem, v)
+		}
+		var gets []string
+		for _, l := range srv.Log() {
+			if strings.HasPrefix(l, "GET ") {
+				gets = append(gets, l)
+			}
+		}
+		return gets
+	}
+	elem := int64(2*shard + 3*inner + 1000) // shard 2, inner chunk 3
+	gets := read(elem)
+	if len(gets) != 2 || !strings.Contains(gets[0], "bytes=-") || !strings.Contains(gets[1], fmt.Sprintf("bytes=%d-%d", 3*inner*8, 4*inner*8-1)) {
+		t.Errorf("first 4 KiB read: GETs %q, want the index and inner chunk 3", gets)
+	}
+	gets = read(elem + 2*inner) // inner chunk 5 of the same shard
+	if len(gets) != 1 || !strings.Contains(gets[0], fmt.Sprintf("bytes=%d-", 5*inner*8)) {
+		t.Errorf("second 4 KiB read: GETs %q, want inner chunk 5 alone", gets)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "big.zarr")); err == nil {
+		t.Errorf("array prefix still visible under its own name")
+	}
+}
