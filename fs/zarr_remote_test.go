@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"log"
 	"math"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/internal/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testutil"
 	"github.com/bloscfs/bloscfs/remote"
 	"golang.org/x/sys/unix"
 )
@@ -133,32 +133,6 @@ func TestRemoteZarr(t *testing.T) {
 	}
 }
 
-// writeShardedRemote puts a 1-d float64 array (value i at i) of n
-// elements in srv under prefix, as Zarr v3 shards of shard elements with
-// inner chunks of inner elements (codec bytes; index bytes + crc32c at
-// the end), and returns its .npy header length.
-func writeShardedRemote(srv *fakes3.Server, prefix string, n, shard, inner int) {
-	srv.Put(prefix+"/zarr.json", []byte(fmt.Sprintf(`{"zarr_format":3,"node_type":"array","shape":[%d],"data_type":"float64",
-"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[%d]}},
-"chunk_key_encoding":{"name":"default"},"fill_value":0,
-"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[%d],
- "codecs":[{"name":"bytes","configuration":{"endian":"little"}}],
- "index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],
- "index_location":"end"}}]}`, n, shard, inner)))
-	for s := 0; s*shard < n; s++ {
-		var body, idx []byte
-		for c := 0; c < shard/inner; c++ {
-			idx = binary.LittleEndian.AppendUint64(idx, uint64(len(body)))
-			idx = binary.LittleEndian.AppendUint64(idx, uint64(inner*8))
-			for i := range inner {
-				body = binary.LittleEndian.AppendUint64(body, math.Float64bits(float64(s*shard+c*inner+i)))
-			}
-		}
-		idx = binary.LittleEndian.AppendUint32(idx, crc32.Checksum(idx, crc32.MakeTable(crc32.Castagnoli)))
-		srv.Put(fmt.Sprintf("%s/c/%d", prefix, s), append(body, idx...))
-	}
-}
-
 // TestRemoteZarrShardGETs reads 4 KiB of a sharded array in a bucket:
 // the shard's index (one GET of its end) and one ranged GET of one inner
 // chunk; a second read in the same shard costs one GET (the index is
@@ -170,7 +144,9 @@ func TestRemoteZarrShardGETs(t *testing.T) {
 	srv := fakes3.New("bkt")
 	defer srv.Close()
 	const n, shard, inner = 4 << 20, 1 << 20, 128 << 10 // 32 MiB in 4 shards of 8 inner chunks of 1 MiB
-	writeShardedRemote(srv, "z/big.zarr", n, shard, inner)
+	for k, b := range testutil.ShardedZarr(n, shard, inner) {
+		srv.Put("z/big.zarr/"+k, b)
+	}
 	mnt, _, _ := mountBucket(t, srv, "z")
 	f, err := os.Open(filepath.Join(mnt, "big.npy"))
 	if err != nil {
