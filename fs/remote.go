@@ -43,6 +43,8 @@ type RemoteFS struct {
 	probes *lru.Cache[string, *probe]
 	// zprobes are the Zarr probes of prefixes (see probeZarr).
 	zprobes *lru.Cache[string, *zarrProbe]
+	// cons are the consolidated metadata of groups, by object version.
+	cons *lru.Cache[string, *consolidated]
 	uid     uint32
 	gid     uint32
 
@@ -139,6 +141,7 @@ func NewRemote(store *remote.Store, prefix string, opts Options) (gofs.InodeEmbe
 	}
 	r.probes, _ = lru.New[string, *probe](1 << 16)
 	r.zprobes, _ = lru.New[string, *zarrProbe](1 << 14)
+	r.cons, _ = lru.New[string, *consolidated](64)
 	return &remoteDir{r: r, prefix: prefix}, r
 }
 

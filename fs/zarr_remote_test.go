@@ -189,3 +189,89 @@ func TestRemoteZarrShardGETs(t *testing.T) {
 		t.Errorf("array prefix still visible under its own name")
 	}
 }
+
+// metaGETs returns the GETs of srv's log of Zarr metadata objects.
+func metaGETs(srv *fakes3.Server) (meta []string, all int) {
+	for _, l := range srv.Log() {
+		if !strings.HasPrefix(l, "GET ") {
+			continue
+		}
+		all++
+		for _, m := range []string{".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"} {
+			if strings.Contains(l, "/"+m+" ") {
+				meta = append(meta, l)
+			}
+		}
+	}
+	return meta, all
+}
+
+// TestRemoteZarrConsolidated lists groups with consolidated metadata in
+// a fresh mount: v2 (.zmetadata at the root of python3-zarr's hierarchy)
+// and v3 (consolidated_metadata in a group's zarr.json). `ls -l` of a
+// group of arrays reads the consolidated document once and no array's
+// own metadata.
+func TestRemoteZarrConsolidated(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting needs root (go-fuse DirectMount)")
+	}
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	const n, shard, inner = 4096, 1024, 256
+	arr := testutil.ShardedZarr(n, shard, inner)
+	for _, p := range []string{"g3/a", "g3/sub/b"} {
+		for k, b := range arr {
+			srv.Put(p+"/"+k, b)
+		}
+	}
+	group := `{"zarr_format":3,"node_type":"group","attributes":{}}`
+	srv.Put("g3/sub/zarr.json", []byte(group))
+	srv.Put("g3/zarr.json", []byte(`{"zarr_format":3,"node_type":"group","attributes":{},
+"consolidated_metadata":{"kind":"inline","must_understand":false,"metadata":{
+"a":`+string(arr["zarr.json"])+`,"sub":`+group+`,"sub/b":`+string(arr["zarr.json"])+`}}}`))
+	python := exec.Command("/usr/bin/python3", "-c", "import zarr, numcodecs").Run() == nil
+	if python {
+		src := filepath.Join(t.TempDir(), "src")
+		if out, err := exec.Command("/usr/bin/python3", "../testdata/zarr/gen_v2.py", src).CombinedOutput(); err != nil {
+			t.Fatalf("gen_v2.py: %v: %s", err, out)
+		}
+		putDir(t, srv, filepath.Join(src, "v2"), "v2")
+	} else if os.Getenv("CI") == "true" {
+		t.Fatal("python3-zarr is missing (make deps)")
+	}
+	mnt, logs, _ := mountBucket(t, srv, "")
+	ls := func(dir string, want int) {
+		t.Helper()
+		srv.ResetCounts()
+		ents, err := os.ReadDir(filepath.Join(mnt, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		arrays := 0
+		for _, e := range ents {
+			if _, err := os.Stat(filepath.Join(mnt, dir, e.Name())); err != nil {
+				t.Errorf("%s/%s: %v", dir, e.Name(), err)
+			}
+			if strings.HasSuffix(e.Name(), ".npy") {
+				arrays++
+			}
+		}
+		meta, _ := metaGETs(srv)
+		if arrays < want || len(meta) > 1 {
+			t.Errorf("ls -l %s: %d arrays (want ≥ %d), metadata GETs %q (want at most the consolidated document)", dir, arrays, want, meta)
+		}
+	}
+	ls("g3", 1)
+	ls("g3/sub", 1)
+	if python {
+		ls("v2/blosc", 20)
+		ls("v2/dtypes", 5)
+	}
+	b, err := os.ReadFile(filepath.Join(mnt, "g3/sub/b.npy"))
+	if err != nil || len(b) < n*8 {
+		t.Fatalf("g3/sub/b.npy: %v, %d bytes", err, len(b))
+	}
+	if v := math.Float64frombits(binary.LittleEndian.Uint64(b[len(b)-8:])); v != n-1 {
+		t.Errorf("last element %v, want %d (log: %s)", v, n-1, logs.String())
+	}
+}
