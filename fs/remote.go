@@ -45,8 +45,8 @@ type RemoteFS struct {
 	zprobes *lru.Cache[string, *zarrProbe]
 	// cons are the consolidated metadata of groups, by object version.
 	cons *lru.Cache[string, *consolidated]
-	uid     uint32
-	gid     uint32
+	uid  uint32
+	gid  uint32
 
 	staleMu sync.Mutex
 	stale   map[uint64]*staleBurst // by inode number (see answerStale)
