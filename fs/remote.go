@@ -757,13 +757,16 @@ func (n *remoteFile) xattrsOf() map[string]string {
 // Getxattr returns a user.bloscfs.* attribute (plus user.bloscfs.etag).
 func (n *remoteFile) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	n.mu.Lock()
-	pr := n.pr
+	pr, prefix := n.pr, n.zarr
 	n.mu.Unlock()
-	if attr == zarrAttrsXattr && pr != nil && pr.ok && pr.zarrAttrs != nil {
-		if len(dest) < len(pr.zarrAttrs) {
-			return uint32(len(pr.zarrAttrs)), syscall.ERANGE
+	if sz, errno, ours := zarrXattr(pr, attr, dest, func() (int64, error) {
+		_, size, err := n.r.store.Du(context.Background(), prefix)
+		if err != nil {
+			n.r.f.warnOnce("%v", err)
 		}
-		return uint32(copy(dest, pr.zarrAttrs)), 0
+		return size, err
+	}); ours {
+		return sz, errno
 	}
 	sz, errno, ours := getXattr(n.xattrsOf(), attr, dest)
 	if !ours {
@@ -777,11 +780,7 @@ func (n *remoteFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscal
 	n.mu.Lock()
 	pr := n.pr
 	n.mu.Unlock()
-	var more []byte
-	if pr != nil && pr.ok && pr.zarrAttrs != nil {
-		more = append([]byte(zarrAttrsXattr), 0)
-	}
-	return listXattrs(n.xattrsOf(), more, dest)
+	return listXattrs(n.xattrsOf(), zarrXattrNames(pr), dest)
 }
 
 // remoteHandle is an open object version: the shared read path

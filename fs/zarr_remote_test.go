@@ -119,6 +119,8 @@ func TestRemoteZarr(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", attr, x[:max(n, 0)], err, want)
 		}
 	}
+	checkStoredXattrs(t, filepath.Join(mnt, "v2/dims/d2.npy"), filepath.Join(src, "v2/dims/d2"))
+	checkStoredXattrs(t, filepath.Join(mnt, "v3/blosc/lz4_shuffle.npy"), filepath.Join(src, "v3/blosc/lz4_shuffle"))
 	// A fresh listing of a group of arrays lists the group, never an
 	// array's prefix (its chunks).
 	srv.ResetCounts()

@@ -34,6 +34,44 @@ func zarrManifest(t *testing.T, path string) map[string]string {
 	return out
 }
 
+// dirBytes returns the bytes of the regular files under dir.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkStoredXattrs checks the stored size and ratio attributes of the
+// array view against its files on disk.
+func checkStoredXattrs(t *testing.T, view, dir string) {
+	t.Helper()
+	var x [64]byte
+	want := dirBytes(t, dir)
+	n, err := syscall.Getxattr(view, "user.bloscfs.compressed_size", x[:])
+	if err != nil || string(x[:n]) != fmt.Sprint(want) {
+		t.Errorf("%s: compressed_size = %q, %v; want %d", view, x[:max(n, 0)], err, want)
+	}
+	st, _ := os.Stat(view)
+	n, err = syscall.Getxattr(view, "user.bloscfs.ratio", x[:])
+	if err != nil || string(x[:n]) != fmt.Sprintf("%.3f", float64(st.Size())/float64(want)) {
+		t.Errorf("%s: ratio = %q, %v; want %.3f", view, x[:max(n, 0)], err, float64(st.Size())/float64(want))
+	}
+	var l [4096]byte
+	n, err = syscall.Listxattr(view, l[:])
+	if err != nil || !strings.Contains(string(l[:n]), "user.bloscfs.ratio\x00") {
+		t.Errorf("%s: listxattr %q, %v", view, l[:max(n, 0)], err)
+	}
+}
+
 // mountSource mounts src and unmounts it when the test ends, also after
 // a failure; it returns the mount point and the mount's log.
 func mountSource(t *testing.T, src string) (string, *syncBuffer) {
@@ -168,6 +206,8 @@ print(" ".join(bad))
 			t.Errorf("%s = %q, %v; want %q", attr, x[:max(n, 0)], err, want)
 		}
 	}
+	checkStoredXattrs(t, filepath.Join(mnt, "v2/dims/d2.npy"), filepath.Join(src, "v2/dims/d2"))
+	checkStoredXattrs(t, filepath.Join(mnt, "v3/blosc/lz4_shuffle.npy"), filepath.Join(src, "v3/blosc/lz4_shuffle"))
 	n, err = syscall.Getxattr(filepath.Join(mnt, "v3/blosc/lz4_shuffle.npy"), "user.bloscfs.format", x[:])
 	if err != nil || string(x[:n]) != "zarr3" {
 		t.Errorf("v3 user.bloscfs.format = %q, %v", x[:max(n, 0)], err)
