@@ -66,26 +66,7 @@ func putDir(t *testing.T, srv *fakes3.Server, dir, prefix string) {
 // np.save's bytes of zarr.open(path)[...], groups are directories, and
 // listing a v2 array's parent lists no array prefix (no LIST of chunks).
 func TestRemoteZarr(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("mounting needs root (go-fuse DirectMount)")
-	}
-	if exec.Command("/usr/bin/python3", "-c", "import zarr, numcodecs").Run() != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3-zarr is missing (make deps)")
-		}
-		t.Skip("python3-zarr is not installed")
-	}
-	src := filepath.Join(t.TempDir(), "src")
-	if out, err := exec.Command("/usr/bin/python3", "../testdata/zarr/gen_v2.py", src).CombinedOutput(); err != nil {
-		t.Fatalf("gen_v2.py: %v: %s", err, out)
-	}
-	copyDir(t, "../testdata/zarr/zarrita/v3", filepath.Join(src, "v3"))
-	os.MkdirAll(filepath.Join(src, "broken.zarr"), 0o755)
-	os.WriteFile(filepath.Join(src, "broken.zarr", ".zarray"), []byte(`{"zarr_format":2,"shape":[3],"chunks":[1],"dtype":"|O","compressor":null,"fill_value":0,"order":"C","filters":null}`), 0o644)
-	want := zarrManifest(t, filepath.Join(src, "MANIFEST.tsv"))
-	for k, v := range zarrManifest(t, "../testdata/zarr/zarrita/MANIFEST.tsv") {
-		want[k] = v
-	}
+	src, want := zarrSource(t)
 	srv := fakes3.New("bkt")
 	defer srv.Close()
 	putDir(t, srv, src, "st")
