@@ -422,6 +422,9 @@ func (b bucketBackend) probe(dir string, e backendEntry) (*probe, error) {
 				return zp.p, nil
 			}
 		}
+		if _, suffixed := stemView(e.name); !suffixed {
+			return &probe{}, nil // only a *.b2frame prefix can be a sparse frame: no LIST of the others
+		}
 		return b.r.probeSparse(p), nil
 	}
 	return b.r.probe(e.meta.(remote.ObjectInfo)), nil
