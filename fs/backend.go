@@ -64,7 +64,7 @@ func viewEntries(b backend, dir string, names []string) ([]entry, syscall.Errno)
 			}
 			return p.ok
 		}}
-		if _, local := b.(localBackend); local && be.dir {
+		if be.dir {
 			ents[i].zarrArray = func() bool {
 				p, err := b.probe(dir, be)
 				if err != nil && transient == nil {
@@ -114,7 +114,11 @@ type probe struct {
 func probeOf(v *all.View) *probe {
 	p := &probe{ok: true, size: v.Size, info: v.Container.Info(), npy: v.NPY}
 	p.info.Meta = nil
-	if z, ok := v.Container.(*zarr.DirArray); ok {
+	z, ok := v.Container.(*zarr.Array)
+	if d, isDir := v.Container.(*zarr.DirArray); isDir {
+		z, ok = d.Array, true
+	}
+	if ok {
 		p.zarr = z.Describe()
 		if len(z.Attrs) <= maxZarrAttrs {
 			p.zarrAttrs = z.Attrs
@@ -166,6 +170,57 @@ func xattrs(p *probe) map[string]string {
 		delete(m, "compressed_size")
 	}
 	return m
+}
+
+// zarrXattr answers the attributes of a Zarr array that its probe does
+// not hold: user.zarr.attrs, and user.bloscfs.compressed_size and ratio,
+// computed only when asked, by stored (a walk of the array's directory,
+// or a LIST of its prefix: too dear for every lookup or listing). ours is
+// false for any other attribute, or a file that is not a Zarr array.
+func zarrXattr(pr *probe, attr string, dest []byte, stored func() (int64, error)) (sz uint32, errno syscall.Errno, ours bool) {
+	if pr == nil || !pr.ok || pr.zarr == nil {
+		return 0, 0, false
+	}
+	var v []byte
+	switch attr {
+	case zarrAttrsXattr:
+		if pr.zarrAttrs == nil {
+			return 0, 0, false
+		}
+		v = pr.zarrAttrs
+	case xattrPrefix + "compressed_size", xattrPrefix + "ratio":
+		n, err := stored()
+		if err != nil {
+			return 0, syscall.EIO, true
+		}
+		v = strconv.AppendInt(nil, n, 10)
+		if attr == xattrPrefix+"ratio" {
+			if n == 0 {
+				return 0, syscall.ENODATA, true
+			}
+			v = strconv.AppendFloat(nil, float64(pr.info.Size)/float64(n), 'f', 3, 64)
+		}
+	default:
+		return 0, 0, false
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE, true
+	}
+	return uint32(copy(dest, v)), 0, true
+}
+
+// zarrXattrNames returns the names zarrXattr answers for the file p
+// describes, each NUL-terminated (none when it is not a Zarr array).
+func zarrXattrNames(pr *probe) []byte {
+	if pr == nil || !pr.ok || pr.zarr == nil {
+		return nil
+	}
+	var b []byte
+	if pr.zarrAttrs != nil {
+		b = append(append(b, zarrAttrsXattr...), 0)
+	}
+	b = append(append(b, xattrPrefix+"compressed_size"...), 0)
+	return append(append(b, xattrPrefix+"ratio"...), 0)
 }
 
 // ownXattrs returns the user.bloscfs.* attributes of a file that p

@@ -557,14 +557,11 @@ func (n *blobNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 	if errno != 0 {
 		return 0, errno
 	}
-	if sz, errno, ours := getXattr(ownXattrs(pr), attr, dest); ours {
+	if sz, errno, ours := zarrXattr(pr, attr, dest, func() (int64, error) { return zarr.StoredSize(p) }); ours {
 		return sz, errno
 	}
-	if attr == zarrAttrsXattr && pr.ok && pr.zarrAttrs != nil {
-		if len(dest) < len(pr.zarrAttrs) {
-			return uint32(len(pr.zarrAttrs)), syscall.ERANGE
-		}
-		return uint32(copy(dest, pr.zarrAttrs)), 0
+	if sz, errno, ours := getXattr(ownXattrs(pr), attr, dest); ours {
+		return sz, errno
 	}
 	sz, err := unix.Lgetxattr(p, attr, dest)
 	return uint32(sz), gofs.ToErrno(err)
@@ -617,10 +614,7 @@ func (n *blobNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.
 			own = nil
 		}
 	}
-	if pr.ok && pr.zarrAttrs != nil {
-		own = append(append(own, zarrAttrsXattr...), 0)
-	}
-	return listXattrs(ownXattrs(pr), own, dest)
+	return listXattrs(ownXattrs(pr), append(own, zarrXattrNames(pr)...), dest)
 }
 
 // blobHandle is an open compressed file. It reads through its node

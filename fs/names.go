@@ -77,8 +77,7 @@ type diskEntry struct {
 	// is only asked for entries with a container suffix.
 	container func() bool
 	// zarrArray reports whether a directory without a container suffix
-	// is a Zarr array (shown as name.npy); nil where the backend does
-	// not look (a bucket, where it would cost a request per prefix).
+	// is a Zarr array (shown as name.npy).
 	zarrArray func() bool
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/pack/frame"
 	"github.com/bloscfs/bloscfs/remote"
+	"github.com/bloscfs/bloscfs/zarr"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -40,8 +41,12 @@ type RemoteFS struct {
 	store  *remote.Store
 	prefix string // "" or ending in "/"
 	probes *lru.Cache[string, *probe]
-	uid    uint32
-	gid    uint32
+	// zprobes are the Zarr probes of prefixes (see probeZarr).
+	zprobes *lru.Cache[string, *zarrProbe]
+	// cons are the consolidated metadata of groups, by object version.
+	cons *lru.Cache[string, *consolidated]
+	uid  uint32
+	gid  uint32
 
 	staleMu sync.Mutex
 	stale   map[uint64]*staleBurst // by inode number (see answerStale)
@@ -135,6 +140,8 @@ func NewRemote(store *remote.Store, prefix string, opts Options) (gofs.InodeEmbe
 		gid:    uint32(os.Getgid()),
 	}
 	r.probes, _ = lru.New[string, *probe](1 << 16)
+	r.zprobes, _ = lru.New[string, *zarrProbe](1 << 14)
+	r.cons, _ = lru.New[string, *consolidated](64)
 	return &remoteDir{r: r, prefix: prefix}, r
 }
 
@@ -396,12 +403,29 @@ func (b bucketBackend) list(dir string, names []string) ([]backendEntry, error) 
 	return out, nil
 }
 
-// probe probes an object, or the sparse frame a prefix may hold. A
-// failure is never returned: an object out of reach is shown raw this
-// time, and probed again next time.
+// probe probes an object, or the Zarr array or sparse frame a prefix may
+// hold (a prefix is probed as a Zarr node when it is named *.zarr or its
+// parent is a Zarr node: see zarrParent). A failure is never returned:
+// an object out of reach is shown raw this time, and probed again next
+// time.
 func (b bucketBackend) probe(dir string, e backendEntry) (*probe, error) {
 	if e.dir {
-		return b.r.probeSparse(dir + e.name + "/"), nil
+		p := dir + e.name + "/"
+		zarrish := strings.HasSuffix(e.name, ".zarr")
+		if !zarrish {
+			if l, err := b.r.store.List(context.Background(), dir); err == nil {
+				zarrish = zarrParent(l)
+			}
+		}
+		if zarrish {
+			if zp := b.r.probeZarr(p); zp.kind != zarr.KindNone {
+				return zp.p, nil
+			}
+		}
+		if _, suffixed := stemView(e.name); !suffixed {
+			return &probe{}, nil // only a *.b2frame prefix can be a sparse frame: no LIST of the others
+		}
+		return b.r.probeSparse(p), nil
 	}
 	return b.r.probe(e.meta.(remote.ObjectInfo)), nil
 }
@@ -414,6 +438,11 @@ func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	}
 	if e.dir && e.compressed {
 		p := d.prefix + e.disk + "/"
+		if zp := d.r.probeZarr(p); zp.p.ok {
+			n := &remoteFile{r: d.r, info: zp.meta, zarr: p, pr: zp.p}
+			n.fill(&out.Attr)
+			return d.r.lookedUp(ctx, d.EmbeddedInode(), n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(p), Gen: gen(n.info.ETag)}), 0
+		}
 		sl, err := d.r.store.List(context.Background(), p)
 		if err != nil || sl.Objects[frame.IndexFile].Key == "" {
 			return nil, syscall.EIO
@@ -485,6 +514,7 @@ type remoteFile struct {
 	r *RemoteFS
 
 	sparse string // a sparse frame: its prefix ("" for an object)
+	zarr   string // a Zarr array: its prefix; info is its metadata object
 
 	mu   sync.Mutex
 	info remote.ObjectInfo // the object, or a sparse frame's index
@@ -645,6 +675,15 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 		c.setCodec(v.Container.Info().Codec)
 		st.obj, st.view, st.plain = idx, v, v.Size
 		info = idx.ObjectInfo
+	} else if n.zarr != "" {
+		c := n.r.f.blockCache()
+		v, err := n.r.openZarr(n.zarr, c)
+		if err != nil {
+			n.r.f.warnOnce("%v", err)
+			return nil, 0, syscall.EIO
+		}
+		c.setCodec(v.Container.Info().Codec)
+		st.view, st.plain = v, v.Size
 	} else if wasCompressed {
 		c := n.r.f.blockCache()
 		v, err := all.OpenViewReader(st.obj, info.Size, st.obj.Name(), c)
@@ -673,6 +712,13 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	n.info, n.cur = info, st
 	if n.sparse != "" {
 		n.pr = n.r.probeSparse(n.sparse)
+	} else if n.zarr != "" {
+		if changed {
+			n.r.zprobes.Remove(n.zarr)
+		}
+		if zp := n.r.probeZarr(n.zarr); zp.p.ok {
+			n.pr = zp.p
+		}
 	} else if wasCompressed {
 		n.pr = n.r.probe(info)
 	}
@@ -713,6 +759,18 @@ func (n *remoteFile) xattrsOf() map[string]string {
 
 // Getxattr returns a user.bloscfs.* attribute (plus user.bloscfs.etag).
 func (n *remoteFile) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	n.mu.Lock()
+	pr, prefix := n.pr, n.zarr
+	n.mu.Unlock()
+	if sz, errno, ours := zarrXattr(pr, attr, dest, func() (int64, error) {
+		_, size, err := n.r.store.Du(context.Background(), prefix)
+		if err != nil {
+			n.r.f.warnOnce("%v", err)
+		}
+		return size, err
+	}); ours {
+		return sz, errno
+	}
 	sz, errno, ours := getXattr(n.xattrsOf(), attr, dest)
 	if !ours {
 		return 0, syscall.ENODATA
@@ -722,7 +780,10 @@ func (n *remoteFile) Getxattr(ctx context.Context, attr string, dest []byte) (ui
 
 // Listxattr lists the user.bloscfs.* attributes.
 func (n *remoteFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	return listXattrs(n.xattrsOf(), nil, dest)
+	n.mu.Lock()
+	pr := n.pr
+	n.mu.Unlock()
+	return listXattrs(n.xattrsOf(), zarrXattrNames(pr), dest)
 }
 
 // remoteHandle is an open object version: the shared read path

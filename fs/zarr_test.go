@@ -34,6 +34,75 @@ func zarrManifest(t *testing.T, path string) map[string]string {
 	return out
 }
 
+// dirBytes returns the bytes of the regular files under dir.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkStoredXattrs checks the stored size and ratio attributes of the
+// array view against its files on disk.
+func checkStoredXattrs(t *testing.T, view, dir string) {
+	t.Helper()
+	var x [64]byte
+	want := dirBytes(t, dir)
+	n, err := syscall.Getxattr(view, "user.bloscfs.compressed_size", x[:])
+	if err != nil || string(x[:n]) != fmt.Sprint(want) {
+		t.Errorf("%s: compressed_size = %q, %v; want %d", view, x[:max(n, 0)], err, want)
+	}
+	st, _ := os.Stat(view)
+	n, err = syscall.Getxattr(view, "user.bloscfs.ratio", x[:])
+	if err != nil || string(x[:n]) != fmt.Sprintf("%.3f", float64(st.Size())/float64(want)) {
+		t.Errorf("%s: ratio = %q, %v; want %.3f", view, x[:max(n, 0)], err, float64(st.Size())/float64(want))
+	}
+	var l [4096]byte
+	n, err = syscall.Listxattr(view, l[:])
+	if err != nil || !strings.Contains(string(l[:n]), "user.bloscfs.ratio\x00") {
+		t.Errorf("%s: listxattr %q, %v", view, l[:max(n, 0)], err)
+	}
+}
+
+// zarrSource writes the Zarr stores of the mount tests in a temporary
+// directory (it skips without root or python3-zarr): the v2 stores
+// python3-zarr writes, the committed zarrita v3 stores, and broken.zarr,
+// a store that does not parse. It returns the directory and the sha256
+// of each array's .npy by its path.
+func zarrSource(t *testing.T) (string, map[string]string) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("mounting needs root (go-fuse DirectMount)")
+	}
+	if exec.Command("/usr/bin/python3", "-c", "import zarr, numcodecs").Run() != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3-zarr is missing (make deps)")
+		}
+		t.Skip("python3-zarr is not installed")
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	if out, err := exec.Command("/usr/bin/python3", "../testdata/zarr/gen_v2.py", src).CombinedOutput(); err != nil {
+		t.Fatalf("gen_v2.py: %v: %s", err, out)
+	}
+	copyDir(t, "../testdata/zarr/zarrita/v3", filepath.Join(src, "v3"))
+	// A store that does not parse stays a directory.
+	os.MkdirAll(filepath.Join(src, "broken.zarr"), 0o755)
+	os.WriteFile(filepath.Join(src, "broken.zarr", ".zarray"), []byte(`{"zarr_format":2,"shape":[3],"chunks":[1],"dtype":"|O","compressor":null,"fill_value":0,"order":"C","filters":null}`), 0o644)
+	want := zarrManifest(t, filepath.Join(src, "MANIFEST.tsv"))
+	for k, v := range zarrManifest(t, "../testdata/zarr/zarrita/MANIFEST.tsv") {
+		want[k] = v
+	}
+	return src, want
+}
+
 // mountSource mounts src and unmounts it when the test ends, also after
 // a failure; it returns the mount point and the mount's log.
 func mountSource(t *testing.T, src string) (string, *syncBuffer) {
@@ -60,27 +129,7 @@ func zarrView(p string) string { return strings.TrimSuffix(p, ".zarr") + ".npy" 
 // are np.save's of zarr.open(path)[...], read with cat, dd at odd offsets
 // and np.load(mmap_mode="r").
 func TestMountZarr(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("mounting needs root (go-fuse DirectMount)")
-	}
-	if exec.Command("/usr/bin/python3", "-c", "import zarr, numcodecs").Run() != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3-zarr is missing (make deps)")
-		}
-		t.Skip("python3-zarr is not installed")
-	}
-	src := filepath.Join(t.TempDir(), "src")
-	if out, err := exec.Command("/usr/bin/python3", "../testdata/zarr/gen_v2.py", src).CombinedOutput(); err != nil {
-		t.Fatalf("gen_v2.py: %v: %s", err, out)
-	}
-	copyDir(t, "../testdata/zarr/zarrita/v3", filepath.Join(src, "v3"))
-	// A store that does not parse stays a directory.
-	os.MkdirAll(filepath.Join(src, "broken.zarr"), 0o755)
-	os.WriteFile(filepath.Join(src, "broken.zarr", ".zarray"), []byte(`{"zarr_format":2,"shape":[3],"chunks":[1],"dtype":"|O","compressor":null,"fill_value":0,"order":"C","filters":null}`), 0o644)
-	want := zarrManifest(t, filepath.Join(src, "MANIFEST.tsv"))
-	for k, v := range zarrManifest(t, "../testdata/zarr/zarrita/MANIFEST.tsv") {
-		want[k] = v
-	}
+	src, want := zarrSource(t)
 	mnt, logs := mountSource(t, src)
 
 	for p, sum := range want {
@@ -168,6 +217,8 @@ print(" ".join(bad))
 			t.Errorf("%s = %q, %v; want %q", attr, x[:max(n, 0)], err, want)
 		}
 	}
+	checkStoredXattrs(t, filepath.Join(mnt, "v2/dims/d2.npy"), filepath.Join(src, "v2/dims/d2"))
+	checkStoredXattrs(t, filepath.Join(mnt, "v3/blosc/lz4_shuffle.npy"), filepath.Join(src, "v3/blosc/lz4_shuffle"))
 	n, err = syscall.Getxattr(filepath.Join(mnt, "v3/blosc/lz4_shuffle.npy"), "user.bloscfs.format", x[:])
 	if err != nil || string(x[:n]) != "zarr3" {
 		t.Errorf("v3 user.bloscfs.format = %q, %v", x[:max(n, 0)], err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // The data sets of BenchmarkTable, each BLOSCFS_BENCH_SIZE MiB (1024).
@@ -112,31 +113,9 @@ func benchRun(b *testing.B, runs, procs int, name string, args ...string) time.D
 // page cache and block cache), unmounts, and returns the time of the read.
 func freshMountRead(b *testing.B, src, name string) time.Duration {
 	b.Helper()
-	mnt := filepath.Join(b.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	cmd := exec.Command(bin, "mount", "-f", "--log", filepath.Join(b.TempDir(), "log"), src, mnt)
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	register(mnt, cmd.Process.Pid)
-	stop := func() {
-		if isMounted(mnt) {
-			if err := exec.Command(bin, "unmount", mnt).Run(); err != nil {
-				exec.Command("umount", "-l", mnt).Run()
-			}
-		}
-		cmd.Wait()
-		liveMu.Lock()
-		delete(live, mnt)
-		liveMu.Unlock()
-	}
-	defer stop()
-	for deadline := time.Now().Add(30 * time.Second); !isMounted(mnt); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatalf("%s not mounted after 30s", mnt)
-		}
-	}
-	return benchRun(b, 1, 0, "cat", filepath.Join(mnt, name))
+	var d time.Duration
+	withFreshMount(b, src, func(mnt string) { d = benchRun(b, 1, 0, "cat", filepath.Join(mnt, name)) })
+	return d
 }
 
 // mountReads is how many fresh mounts each mount row of the table
@@ -434,4 +413,162 @@ func formatTable(rows [][]string) string {
 	}
 	w.Flush()
 	return sb.String()
+}
+
+// withFreshMount mounts src in the foreground, runs fn on the mount
+// point, and unmounts.
+func withFreshMount(b *testing.B, src string, fn func(mnt string)) {
+	b.Helper()
+	mnt := filepath.Join(b.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	cmd := exec.Command(bin, "mount", "-f", "--log", filepath.Join(b.TempDir(), "log"), src, mnt)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	register(mnt, cmd.Process.Pid)
+	defer func() {
+		if isMounted(mnt) {
+			if err := exec.Command(bin, "unmount", mnt).Run(); err != nil {
+				exec.Command("umount", "-l", mnt).Run()
+			}
+		}
+		cmd.Wait()
+		liveMu.Lock()
+		delete(live, mnt)
+		liveMu.Unlock()
+	}()
+	for deadline := time.Now().Add(30 * time.Second); !isMounted(mnt); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%s not mounted after 30s", mnt)
+		}
+	}
+	fn(mnt)
+}
+
+// random4K returns the median time of 4 KiB reads at random offsets of
+// name through a fresh mount of src, each in a chunk (of chunk bytes) no
+// read touched before, kernel read-ahead off (FADV_RANDOM).
+func random4K(b *testing.B, src, name string, size, chunk int64) time.Duration {
+	b.Helper()
+	var ts []time.Duration
+	withFreshMount(b, src, func(mnt string) {
+		f, err := os.Open(filepath.Join(mnt, name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
+		rng := rand.New(rand.NewPCG(1, 2))
+		chunks := rng.Perm(int(size / chunk))
+		buf := make([]byte, 4096)
+		for _, c := range chunks[:min(len(chunks), 200)] {
+			off := int64(c)*chunk + rng.Int64N(chunk-4096)
+			t := time.Now()
+			if _, err := f.ReadAt(buf, off); err != nil {
+				b.Fatal(err)
+			}
+			ts = append(ts, time.Since(t))
+		}
+	})
+	slices.Sort(ts)
+	return ts[len(ts)/2]
+}
+
+// zarrGen writes OUT/z.zarr, a Zarr v2 array of float64 (a random walk)
+// of SIZE bytes, Blosc LZ4 clevel 5 byte shuffle, 1 MiB chunks, with
+// python3-zarr, and OUT/f.npy, np.save's bytes of the same array.
+const zarrGen = `
+import sys, numpy as np, zarr, numcodecs
+out, size = sys.argv[1], int(sys.argv[2])
+n = size // 8
+a = np.cumsum(np.random.default_rng(1).normal(size=n))
+z = zarr.open(out + "/z.zarr", mode="w", shape=(n,), chunks=(1 << 17,), dtype="<f8",
+              compressor=numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE))
+z[:] = a
+np.save(out + "/f.npy", a)
+`
+
+// zarrTime times, in python3, zarr.open(path)[:] (best of 3, the store in
+// the page cache) or np.load(path) (once: through a fresh mount).
+const zarrTime = `
+import sys, time, numpy as np, zarr
+how, path, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+best = 1e9
+for _ in range(runs):
+    t = time.perf_counter()
+    a = zarr.open(path, mode="r")[:] if how == "zarr" else np.load(path)
+    best = min(best, time.perf_counter() - t)
+print(best)
+`
+
+// BenchmarkZarrTable adds the rows of a Zarr v2 array (float64 random
+// walk, Blosc LZ4 clevel 5 shuffle, 1 MiB chunks, one file per chunk, as
+// python3-zarr writes it) against the same array as a .b2frame with the
+// same codec and chunk size: cold sequential cat through a fresh mount,
+// cold 4 KiB random read p50, and np.load through the mount against
+// zarr.open()[:] with python3-zarr. Its table goes to stderr and is
+// appended to BLOSCFS_BENCH_TABLE. Needs root.
+func BenchmarkZarrTable(b *testing.B) {
+	if skipReason != "" {
+		b.Skip(skipReason)
+	}
+	if setupErr != "" {
+		b.Fatal(setupErr)
+	}
+	py := testutil.Python(b, "zarr", "numcodecs", "numpy")
+	size := int64(1 << 30)
+	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			size = int64(n) << 20
+		}
+	}
+	dir := b.TempDir()
+	zsrc, fsrc := filepath.Join(dir, "zsrc"), filepath.Join(dir, "fsrc")
+	os.Mkdir(zsrc, 0o755)
+	os.Mkdir(fsrc, 0o755)
+	mustRun(b, py, "-c", zarrGen, zsrc, strconv.FormatInt(size, 10))
+	npy := filepath.Join(zsrc, "f.npy")
+	mustRun(b, bin, "pack", "-q", "-f", "--codec", "lz4", "--clevel", "5", "--typesize", "8", "--chunk-size", "1MiB", npy, filepath.Join(fsrc, "f.npy.b2frame"))
+	os.Remove(npy)
+	mustRun(b, "sh", "-c", `cat "$1"/z.zarr/* "$2"/* > /dev/null`, "sh", zsrc, fsrc) // sources into the page cache
+	gbs := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(size)/d.Seconds()/1e9) }
+	x := func(a, c time.Duration) string { return fmt.Sprintf("%.2f×", c.Seconds()/a.Seconds()) }
+	secs := func(out []byte) time.Duration {
+		f, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+		if err != nil {
+			b.Fatalf("python: %q", out)
+		}
+		return time.Duration(f * 1e9)
+	}
+	for b.Loop() {
+		var rows [][]string
+		row := func(cells ...string) { rows = append(rows, cells) }
+		row("data", "stored as", "measure", "GB/s or time", "vs")
+		zs := medianMountRead(b, zsrc, "z.npy")
+		fs := medianMountRead(b, fsrc, "f.npy")
+		row("walk", ".b2frame lz4", "cold cat through a fresh mount", gbs(fs), "")
+		row("walk", "Zarr v2 lz4", "cold cat through a fresh mount", gbs(zs), x(zs, fs)+" of the .b2frame")
+		zr := random4K(b, zsrc, "z.npy", size, 1<<20)
+		fr := random4K(b, fsrc, "f.npy", size, 1<<20)
+		row("walk", ".b2frame lz4", "cold 4 KiB random read, p50", fr.String(), "")
+		row("walk", "Zarr v2 lz4", "cold 4 KiB random read, p50", zr.String(), fmt.Sprintf("%.2f× the .b2frame's", zr.Seconds()/fr.Seconds()))
+		zo := secs(mustRun(b, py, "-c", zarrTime, "zarr", filepath.Join(zsrc, "z.zarr"), "3"))
+		var nl time.Duration
+		withFreshMount(b, zsrc, func(mnt string) {
+			nl = secs(mustRun(b, py, "-c", zarrTime, "npy", filepath.Join(mnt, "z.npy"), "1"))
+		})
+		row("walk", "Zarr v2 lz4", "zarr.open(store)[:], python3-zarr, warm store", gbs(zo), "")
+		row("walk", "Zarr v2 lz4", "np.load through a fresh mount", gbs(nl), x(nl, zo)+" of zarr.open()[:]")
+		b.ReportMetric(zs.Seconds()/fs.Seconds(), "zarr/b2frame-seq-time")
+		b.ReportMetric(zr.Seconds()/fr.Seconds(), "zarr/b2frame-rand4k-p50")
+		b.ReportMetric(zo.Seconds()/nl.Seconds(), "npload/zarr-open-speed")
+		hdr := fmt.Sprintf("\nZarr: %d MiB array, %s, one run.\n\n", size>>20, time.Now().UTC().Format("2006-01-02"))
+		fmt.Fprintf(os.Stderr, "%s%s", hdr, formatTable(rows))
+		if f := os.Getenv("BLOSCFS_BENCH_TABLE"); f != "" {
+			if fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
+				fh.WriteString(hdr + formatTable(rows))
+				fh.Close()
+			}
+		}
+	}
 }

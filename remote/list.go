@@ -58,36 +58,7 @@ func (s *Store) Invalidate(prefix string) {
 
 func (s *Store) list(ctx context.Context, prefix string) (*Listing, error) {
 	l := &Listing{Objects: map[string]ObjectInfo{}, Prefixes: map[string]bool{}}
-	var token *string
-	for {
-		var out *s3.ListObjectsV2Output
-		var err error
-		for attempt := 1; attempt <= s.cfg.Attempts; attempt++ {
-			if attempt > 1 {
-				if err := sleep(ctx, backoff(attempt-1)); err != nil {
-					return nil, err
-				}
-			}
-			rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-			s.stats.add(1, 0)
-			out, err = s.client.ListObjectsV2(rctx, &s3.ListObjectsV2Input{
-				Bucket:            aws.String(s.bucket),
-				Prefix:            aws.String(prefix),
-				Delimiter:         aws.String("/"),
-				ContinuationToken: token,
-			})
-			cancel()
-			if err == nil {
-				break
-			}
-			err = s.describe(err, "list "+s.name(prefix))
-			if !retryable(err) {
-				return nil, err
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := s.pages(ctx, prefix, "/", func(out *s3.ListObjectsV2Output) {
 		for _, o := range out.Contents {
 			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
 			if name == "" || strings.Contains(name, "/") {
@@ -101,8 +72,65 @@ func (s *Store) list(ctx context.Context, prefix string) (*Listing, error) {
 				l.Prefixes[name] = true
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Du returns the number and total size of the objects under prefix, at
+// any depth: a listing without delimiter, one request per 1000 objects,
+// not cached.
+func (s *Store) Du(ctx context.Context, prefix string) (objects, bytes int64, err error) {
+	err = s.pages(ctx, prefix, "", func(out *s3.ListObjectsV2Output) {
+		for _, o := range out.Contents {
+			objects++
+			bytes += aws.ToInt64(o.Size)
+		}
+	})
+	return objects, bytes, err
+}
+
+// pages lists prefix page by page (with delimiter, when not empty),
+// retrying each page's request, and gives each page to fn.
+func (s *Store) pages(ctx context.Context, prefix, delimiter string, fn func(*s3.ListObjectsV2Output)) error {
+	var token *string
+	for {
+		var out *s3.ListObjectsV2Output
+		var err error
+		for attempt := 1; attempt <= s.cfg.Attempts; attempt++ {
+			if attempt > 1 {
+				if err := sleep(ctx, backoff(attempt-1)); err != nil {
+					return err
+				}
+			}
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+			s.stats.add(1, 0)
+			in := &s3.ListObjectsV2Input{
+				Bucket:            aws.String(s.bucket),
+				Prefix:            aws.String(prefix),
+				ContinuationToken: token,
+			}
+			if delimiter != "" {
+				in.Delimiter = aws.String(delimiter)
+			}
+			out, err = s.client.ListObjectsV2(rctx, in)
+			cancel()
+			if err == nil {
+				break
+			}
+			err = s.describe(err, "list "+s.name(prefix))
+			if !retryable(err) {
+				return err
+			}
+		}
+		if err != nil {
+			return err
+		}
+		fn(out)
 		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
-			return l, nil
+			return nil
 		}
 		token = out.NextContinuationToken
 	}

@@ -137,6 +137,17 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 	return int(want), nil
 }
 
+// ReadExact reads the len(p) bytes at off, all within the object, and
+// fetches no more than those (through the range cache, with If-Match and
+// retries): no read-ahead, for a caller that reads whole units (the
+// inner chunks of a Zarr shard) and decodes ahead itself.
+func (o *Object) ReadExact(p []byte, off int64) error {
+	if off < 0 || off > o.Size-int64(len(p)) {
+		return fmt.Errorf("%s: range [%d,+%d) of a %d-byte object: %w", o.Name(), off, len(p), o.Size, io.ErrUnexpectedEOF)
+	}
+	return o.read(context.Background(), p, off, int64(len(p)), false)
+}
+
 // ReadInPlace lends fn the n bytes at off where they lie in the range
 // cache, sparing the copy ReadAt makes (blosc.InPlaceReader: a block
 // decodes straight from the fetched bytes). It does so only when one

@@ -41,7 +41,17 @@ func FuzzMeta(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	f.Add([]byte(`{"zarr_format":3,"node_type":"group","consolidated_metadata":{"kind":"inline","metadata":{"a":{"node_type":"array"}}}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
+		// Consolidated metadata: keys are checked, no panic.
+		if m, err := ConsolidatedV3(doc, "g"); err == nil {
+			for k := range m {
+				if !ValidKey(k) {
+					t.Fatalf("consolidated key %q", k)
+				}
+			}
+		}
+		ParseConsolidated(doc, "g")
 		for _, open := range []func() (*Array, error){
 			func() (*Array, error) { return OpenV2Meta(s, "a", doc, nil, nil) },
 			func() (*Array, error) { return OpenV3Meta(s, "a", doc, nil) },

@@ -116,17 +116,7 @@ func Consolidated(s Store, path string) (map[string]json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkJSON(b, key); err != nil {
-		return nil, err
-	}
-	var doc struct {
-		Format   int                        `json:"zarr_consolidated_format"`
-		Metadata map[string]json.RawMessage `json:"metadata"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil || doc.Format != 1 {
-		return nil, fmt.Errorf("%s: %w: not zarr_consolidated_format 1", key, ErrFormat)
-	}
-	return doc.Metadata, nil
+	return ParseConsolidated(b, key)
 }
 
 // zarrayV2 is a .zarray document.
@@ -341,4 +331,55 @@ func parseV3(b []byte, what string) (*Array, error) {
 	a.v3 = ch
 	a.Codecs = ch.names()
 	return a, nil
+}
+
+// ConsolidatedV3 reads the consolidated metadata of a v3 group's
+// zarr.json document (its "consolidated_metadata", kind "inline"): a map
+// from keys relative to the group ("a/b/zarr.json") to the zarr.json
+// documents of its descendants. It returns ErrNotExist when the group has
+// none.
+func ConsolidatedV3(zarrJSON []byte, what string) (map[string]json.RawMessage, error) {
+	if err := checkJSON(zarrJSON, what); err != nil {
+		return nil, err
+	}
+	var doc struct {
+		NodeType     string `json:"node_type"`
+		Consolidated *struct {
+			Kind     string                     `json:"kind"`
+			Metadata map[string]json.RawMessage `json:"metadata"`
+		} `json:"consolidated_metadata"`
+	}
+	if err := json.Unmarshal(zarrJSON, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", what, ErrFormat, err)
+	}
+	if doc.NodeType != "group" || doc.Consolidated == nil {
+		return nil, fmt.Errorf("%s: no consolidated metadata: %w", what, ErrNotExist)
+	}
+	if doc.Consolidated.Kind != "inline" {
+		return nil, fmt.Errorf("%s: %w: consolidated metadata of kind %q", what, ErrUnsupported, doc.Consolidated.Kind)
+	}
+	out := make(map[string]json.RawMessage, len(doc.Consolidated.Metadata))
+	for k, v := range doc.Consolidated.Metadata {
+		if !ValidKey(k) {
+			return nil, fmt.Errorf("%s: %w: consolidated key %q", what, ErrFormat, k)
+		}
+		out[k+"/zarr.json"] = v
+	}
+	return out, nil
+}
+
+// ParseConsolidated reads a .zmetadata document (v2): a map from keys
+// relative to its group ("a/.zarray") to their JSON documents.
+func ParseConsolidated(b []byte, what string) (map[string]json.RawMessage, error) {
+	if err := checkJSON(b, what); err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Format   int                        `json:"zarr_consolidated_format"`
+		Metadata map[string]json.RawMessage `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Format != 1 {
+		return nil, fmt.Errorf("%s: %w: not zarr_consolidated_format 1", what, ErrFormat)
+	}
+	return doc.Metadata, nil
 }

@@ -73,9 +73,23 @@ func init() {
 // StoredSize returns the bytes of the regular files under the array's
 // directory (chunks and metadata). It walks the directory: callers that
 // list many arrays should not ask.
-func (d *DirArray) StoredSize() int64 {
+func (d *DirArray) StoredSize() int64 { return rootSize(d.store.root) }
+
+// StoredSize returns the bytes of the regular files under dir (a Zarr
+// array's chunks and metadata), walking it without following symbolic
+// links out of it.
+func StoredSize(dir string) (int64, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	return rootSize(r), nil
+}
+
+func rootSize(r *os.Root) int64 {
 	var n int64
-	fs.WalkDir(d.store.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+	fs.WalkDir(r.FS(), ".", func(p string, e fs.DirEntry, err error) error {
 		if err == nil && e.Type().IsRegular() {
 			if info, err := e.Info(); err == nil {
 				n += info.Size()

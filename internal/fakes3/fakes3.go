@@ -76,7 +76,7 @@ func (s *Server) ResetCounts() {
 }
 
 // Log returns the requests served since the last ResetCounts, each as
-// its method, key and Range header, for a test to show when a count is
+// its method, key and Range header (a listing as "LIST prefix"), for a test to show when a count is
 // off.
 func (s *Server) Log() []string {
 	s.logMu.Lock()
@@ -103,7 +103,11 @@ func (c countingWriter) Write(p []byte) (int, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
 	s.logMu.Lock()
-	s.log = append(s.log, r.Method+" "+r.URL.Path+" "+r.Header.Get("Range"))
+	line := r.Method + " " + r.URL.Path + " " + r.Header.Get("Range")
+	if p := r.URL.Query().Get("prefix"); r.Method == http.MethodGet && r.URL.Query().Has("list-type") {
+		line = "LIST " + p // a listing: by its prefix
+	}
+	s.log = append(s.log, line)
 	s.logMu.Unlock()
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	bucket, key, _ := strings.Cut(path, "/")
