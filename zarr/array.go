@@ -228,33 +228,7 @@ func (a *Array) chunkKey(c []int64) string {
 
 // ReadAt reads bytes of the NPY view.
 func (a *Array) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, fmt.Errorf("%s: negative offset %d", a.Path, off)
-	}
-	size := a.Size()
-	if off >= size {
-		if len(p) == 0 {
-			return 0, nil
-		}
-		return 0, io.EOF
-	}
-	want := len(p)
-	if int64(want) > size-off {
-		p = p[:size-off]
-	}
-	n := 0
-	if hl := int64(len(a.hdr)); off < hl {
-		n = copy(p, a.hdr[off:])
-	}
-	if n < len(p) {
-		if err := a.readData(p[n:], off+int64(n)-int64(len(a.hdr))); err != nil {
-			return 0, err
-		}
-	}
-	if len(p) < want {
-		return len(p), io.EOF
-	}
-	return len(p), nil
+	return frame.ReadNPYAt(a.Path, a.hdr, a.Size(), p, off, a.readData)
 }
 
 // run is a piece of a read: n bytes at offset at of chunk ci go to

@@ -510,10 +510,21 @@ func (v *NPYView) Info() pack.Info {
 
 // ReadAt reads NPY bytes.
 func (v *NPYView) ReadAt(p []byte, off int64) (int, error) {
+	return ReadNPYAt(v.c.f.name, v.hdr, v.Size(), p, off, func(q []byte, at int64) error {
+		if _, err := v.c.ReadAt(q, at); err != nil && err != io.EOF {
+			return err
+		}
+		return nil
+	})
+}
+
+// ReadNPYAt serves ReadAt of an NPY file of size bytes whose header is
+// hdr: the header from hdr, the rest from data, which reads len(q) bytes
+// of the array data at offset at (past the header). name is for errors.
+func ReadNPYAt(name string, hdr []byte, size int64, p []byte, off int64, data func(q []byte, at int64) error) (int, error) {
 	if off < 0 {
-		return 0, fmt.Errorf("%s: negative offset %d", v.c.f.name, off)
+		return 0, fmt.Errorf("%s: negative offset %d", name, off)
 	}
-	size := v.Size()
 	if off >= size {
 		if len(p) == 0 {
 			return 0, nil
@@ -525,11 +536,11 @@ func (v *NPYView) ReadAt(p []byte, off int64) (int, error) {
 		p = p[:size-off]
 	}
 	n := 0
-	if hl := int64(len(v.hdr)); off < hl {
-		n = copy(p, v.hdr[off:])
+	if hl := int64(len(hdr)); off < hl {
+		n = copy(p, hdr[off:])
 	}
 	if n < len(p) {
-		if _, err := v.c.ReadAt(p[n:], off+int64(n)-int64(len(v.hdr))); err != nil && err != io.EOF {
+		if err := data(p[n:], off+int64(n)-int64(len(hdr))); err != nil {
 			return 0, err
 		}
 	}
