@@ -157,6 +157,7 @@ func workload(t *testing.T, dir string, plain []byte) {
 // not the daemon.
 func ownMountCalls(trace []byte, dir string) (bad []string, mounted bool, calls int) {
 	others := map[string]bool{}
+	pending := map[string]string{} // thread → the first part of its unfinished call
 	quoted := `"` + dir
 	sc := bufio.NewScanner(bytes.NewReader(trace))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
@@ -167,6 +168,19 @@ func ownMountCalls(trace []byte, dir string) (bad []string, mounted bool, calls 
 			continue
 		}
 		tid, call := m[1], m[2]
+		// A call that another thread interrupts is split in two lines,
+		// "mount(... <unfinished ...>" and "<... mount resumed>) = 0":
+		// join them, or a loaded machine hides the mount's result.
+		if c, ok := strings.CutSuffix(call, " <unfinished ...>"); ok {
+			pending[tid] = c
+			continue
+		}
+		if strings.HasPrefix(call, "<... ") {
+			if _, rest, ok := strings.Cut(call, " resumed>"); ok {
+				call = pending[tid] + rest
+				delete(pending, tid)
+			}
+		}
 		if strings.HasPrefix(call, "execve(") {
 			if !first {
 				others[tid] = true // a child: the auto_unmount watcher, fusermount3
@@ -551,4 +565,25 @@ func TestUnmountAbortsStuckDaemon(t *testing.T) {
 		return
 	}
 	t.Fatalf("no kill out of 40 left stuckd stuck: the test cannot show that unmount clears a stuck daemon")
+}
+
+// TestOwnMountCallsParse: the strace parser sees a mount(2) that another
+// thread split in two lines, and a call into the mount in either form.
+func TestOwnMountCallsParse(t *testing.T) {
+	const dir = "/tmp/m"
+	for _, tc := range []struct {
+		trace   string
+		mounted bool
+		bad     int
+	}{
+		{"1 mount(\"src\", \"/tmp/m\", \"fuse.bloscfs\", 0, \"fd=3\") = 0\n1 newfstatat(AT_FDCWD, \"/tmp/m\", {}, 0) = 0\n", true, 1},
+		{"1 mount(\"src\", \"/tmp/m\", \"fuse.bloscfs\", 0, \"fd=3\" <unfinished ...>\n2 read(5, \"\", 10) = 0\n1 <... mount resumed>) = 0\n2 openat(AT_FDCWD, \"/tmp/m/x\", O_RDONLY) = 7\n", true, 1},
+		{"1 mount(\"src\", \"/tmp/m\", \"fuse.bloscfs\", 0, \"fd=3\" <unfinished ...>\n1 <... mount resumed>) = -1 EPERM (Operation not permitted)\n", false, 0},
+		{"1 newfstatat(AT_FDCWD, \"/tmp/m\", {}, 0) = 0\n1 mount(\"src\", \"/tmp/m\", \"fuse.bloscfs\", 0, \"fd=3\") = 0\n1 umount2(\"/tmp/m\", 0) = 0\n", true, 0},
+	} {
+		bad, mounted, _ := ownMountCalls([]byte(tc.trace), dir)
+		if mounted != tc.mounted || len(bad) != tc.bad {
+			t.Errorf("mounted %v, %d bad calls; want %v, %d, in\n%s", mounted, len(bad), tc.mounted, tc.bad, tc.trace)
+		}
+	}
 }
