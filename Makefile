@@ -25,7 +25,7 @@ FUZZ_TARGETS := \
 	./zarr:FuzzMeta \
 	./zarr:FuzzShardIndex
 
-.PHONY: all build build-static deps test test-long unit race simd purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
+.PHONY: all build build-static deps test test-long unit race integration simd purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
 
 all: build
 
@@ -113,17 +113,27 @@ unit:
 	$(GO) test -count=1 -timeout 30m ./...
 
 # RACE_PKGS are the packages race runs under the race detector: all but
-# the codecs (shuffle/, blosc/, blosc/blosclz), which start no goroutine
-# and whose hot loops are in assembly or single-threaded, so that the
-# detector has nothing to see in their own tests (it sees their code run
-# on many goroutines in pack/all's, fs's and integration's tests). Their
-# tests run in simd and purego without it; blosc's one test with
-# goroutines (a shared dictionary cache) runs here under it.
-RACE_PKGS = $(shell $(GO) list ./... | grep -v -x -e '.*/shuffle' -e '.*/blosc' -e '.*/blosc/blosclz')
+# - the codecs (shuffle/, blosc/, blosc/blosclz), which start no goroutine
+#   and whose hot loops are in assembly or single-threaded, so that the
+#   detector has nothing to see in their own tests (it sees their code run
+#   on many goroutines in pack/all's and fs's tests). Their tests run in
+#   simd and purego without it; blosc's one test with goroutines (a shared
+#   dictionary cache) runs here under it.
+# - the integration tests (integration/...), whose code under test is the
+#   bloscfs binary in other processes: the detector would watch only the
+#   tests' own harness. They run in the integration step; the one that
+#   runs a daemon built with -race (TestConcurrentReadersRace) runs there.
+# - internal/hostile, which writes files on one goroutine (integration).
+RACE_PKGS = $(shell $(GO) list ./... | grep -v -x -e '.*/shuffle' -e '.*/blosc' -e '.*/blosc/blosclz' -e '.*/integration' -e '.*/integration/.*' -e '.*/internal/hostile')
 
 race:
 	$(GO) test -count=1 -race -timeout 30m $(RACE_PKGS)
 	$(GO) test -count=1 -race -timeout 10m -run '^TestZstdDictEviction$$' ./blosc/
+
+# integration runs the integration tests, against real mounts of the
+# built binary, and the hostile-file writer's test, without the detector.
+integration:
+	$(GO) test -count=1 -timeout 30m ./integration/... ./internal/hostile/
 
 # simd runs the codecs' tests without the race detector and with the SIMD
 # shuffle, on their whole grids (the canary grids, the random-parameter
@@ -144,9 +154,11 @@ purego:
 # whole grids of the tests that keep every decoder inside its output and
 # the parallel decode paths equal to a serial decode (under -race they run
 # on smaller grids: the stores they check are in assembly, which the
-# detector does not see). blosc's canary grid runs in simd.
+# detector does not see), and fs's tests of a GiB or more, which skip
+# under -race. blosc's canary grid runs in simd, integration's in
+# integration.
 canary:
-	$(GO) test -count=1 -timeout 30m -run 'Canary|ParallelPaths|ParallelDecode|DemoteUnshuffled' ./pack/all/ ./fs/ ./integration/
+	$(GO) test -count=1 -timeout 30m -run 'Canary|ParallelPaths|ParallelDecode|DemoteUnshuffled|RemoteSequentialGETs|HostileHugeChunkWrite' ./pack/all/ ./fs/
 
 # fuzz runs each fuzz target for FUZZTIME (go test -fuzz takes one target
 # of one package at a time). Go's fuzzer can end a run on a loaded machine
@@ -170,7 +182,7 @@ fuzz:
 fuzz-long:
 	$(MAKE) fuzz FUZZTIME=10m
 
-test: deps fmt-check vet race simd purego canary fuzz
+test: deps fmt-check vet race integration simd purego canary fuzz
 	@echo "make test: all passed"
 
 # test-long runs the write-path tests at length (200,000 random

@@ -77,17 +77,30 @@ func TestVersion(t *testing.T) {
 			}
 		}
 	}
-	// Release builds set the version with -ldflags.
-	bin := filepath.Join(t.TempDir(), "bloscfs")
-	if out, err := goBuild(bin, "-ldflags=-X main.version=v9.8.7"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if r := run1(t, bin, "--version"); !strings.HasPrefix(r, "bloscfs v9.8.7\n") {
-		t.Errorf("-ldflags version: %q", r)
-	}
 	// The zstd decoder: klauspost's in a static build; libzstd in a cgo
 	// build where the system's libzstd.so.1 loads, unless BLOSCFS_ZSTD=go.
-	built := map[string]string{} // CGO_ENABLED → binary
+	// The binary of TestMain is one of the two builds (go's default cgo
+	// setting); the other is built here, with the version set by
+	// -ldflags as release builds set it.
+	def, err := exec.Command("go", "env", "CGO_ENABLED").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgoDefault := strings.TrimSpace(string(def))
+	other := map[string]string{"0": "1", "1": "0"}[cgoDefault]
+	if other == "" {
+		t.Fatalf("go env CGO_ENABLED: %q", def)
+	}
+	built := map[string]string{cgoDefault: binary} // CGO_ENABLED → binary
+	built[other] = filepath.Join(t.TempDir(), "bloscfs-cgo"+other)
+	build := exec.Command("go", "build", "-ldflags=-X main.version=v9.8.7", "-o", built[other], ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED="+other)
+	if msg, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, msg)
+	}
+	if r := run1(t, built[other], "--version"); !strings.HasPrefix(r, "bloscfs v9.8.7\n") {
+		t.Errorf("-ldflags version: %q", r)
+	}
 	for _, tc := range []struct{ cgo, env, want string }{
 		{"0", "", "zstd:     decoding with klauspost/compress (pure Go)"},
 		{"1", "", "zstd:     decoding with libzstd 1."},
@@ -96,17 +109,7 @@ func TestVersion(t *testing.T) {
 		if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libzstd.so.1"); err != nil && tc.cgo == "1" {
 			continue // no libzstd where Debian puts it: a cgo build decodes with klauspost's
 		}
-		out, ok := built[tc.cgo]
-		if !ok {
-			out = filepath.Join(t.TempDir(), "bloscfs-cgo"+tc.cgo)
-			build := exec.Command("go", "build", "-o", out, ".")
-			build.Env = append(os.Environ(), "CGO_ENABLED="+tc.cgo)
-			if msg, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("%v\n%s", err, msg)
-			}
-			built[tc.cgo] = out
-		}
-		cmd := exec.Command(out, "version")
+		cmd := exec.Command(built[tc.cgo], "version")
 		cmd.Env = append(os.Environ(), tc.env)
 		if got, err := cmd.Output(); err != nil || !strings.Contains(string(got), tc.want) {
 			t.Errorf("CGO_ENABLED=%s %s: %v, %q, want %q", tc.cgo, tc.env, err, got, tc.want)
@@ -187,12 +190,6 @@ func TestNonEmptyMountpoint(t *testing.T) {
 	if r.code != 1 || !strings.Contains(string(r.stderr), "not empty") || !strings.Contains(string(r.stderr), "-o nonempty") {
 		t.Errorf("non-empty mountpoint: exit %d, stderr %q", r.code, r.stderr)
 	}
-}
-
-// goBuild builds this command into out with extra build flags.
-func goBuild(out string, flags ...string) ([]byte, error) {
-	args := append(append([]string{"build"}, flags...), "-o", out, ".")
-	return exec.Command("go", args...).CombinedOutput()
 }
 
 // run1 runs a program and returns its stdout.

@@ -74,6 +74,7 @@ func TestUnpackFixtures(t *testing.T) {
 		}
 		n++
 		t.Run(fx.Name, func(t *testing.T) {
+			t.Parallel() // each runs two processes: one runs while the other starts
 			r := bloscfs(t, "unpack", fx.Path, "-")
 			if r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
