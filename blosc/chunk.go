@@ -449,7 +449,7 @@ func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte) error {
 	}
 	// Not for libzstd: a fault on a mapping (the file shrank) inside C
 	// code cannot be turned into an error; it would kill the process.
-	cZstd := c.Codec() == CodecZstd && libzstdDecode != nil && useLibzstd.Load()
+	cZstd := c.Codec() == CodecZstd && libzstd() != nil
 	if ip, base, n, ok := inPlace(c.r); ok && !cZstd && end <= n && end <= int64(c.Cbytes) {
 		if ok, err := ip.ReadInPlace(base+start, end-start, func(src []byte) error {
 			return c.decodeFrom(dst, i, ref, src)

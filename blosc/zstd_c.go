@@ -42,7 +42,10 @@ import (
 	"unsafe"
 )
 
-func init() {
+func init() { libzstdLoad = loadLibzstd }
+
+// loadLibzstd loads libzstd.so.1 and, when it loads, makes it the decoder.
+func loadLibzstd() {
 	if C.bz_load() == 0 {
 		return
 	}
