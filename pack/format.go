@@ -114,7 +114,7 @@ func OpenPath(path string, cache BlockCache) (Container, io.Closer, error) {
 		return c, closer, nil
 	}
 	if !mmapfile.Enabled() {
-		c, err := Open(file, st.Size(), path, cache)
+		c, err := Open(mmapfile.Pread{File: file}, st.Size(), path, cache)
 		if err != nil {
 			file.Close()
 			return nil, nil, err

@@ -280,7 +280,7 @@ func (m *File) ReadAt(p []byte, off int64) (int, error) {
 			return got, nil
 		}
 	}
-	return m.f.ReadAt(p, off)
+	return Pread{m.f}.ReadAt(p, off)
 }
 
 // Close closes the file to new reads. The mapping and the descriptor go
