@@ -193,7 +193,7 @@ bench: bench-mount bench-remote
 # (root; BLOSCFS_BENCH_SIZE MiB per data set, 1024 by default) and
 # prints it last; it is also kept in bench-table.md.
 bench-table: deps
-	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkTable$$|BenchmarkZarrTable' -benchtime=1x -timeout=60m ./integration/
+	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkTable$$|BenchmarkZarrTable|BenchmarkDecodeVsC' -benchtime=1x -timeout=90m ./integration/
 	@echo; cat bench-table.md
 
 bench-mount:
