@@ -435,7 +435,7 @@ func TestCanaryCompressors(t *testing.T) {
 // and klauspost's pure-Go decoder. Without cgo only the latter exists, and
 // the other canary tests already run it.
 func TestCanaryZstdDecoders(t *testing.T) {
-	if libzstdDecode == nil {
+	if !libzstdLoaded() {
 		t.Skip("built without cgo or libzstd.so.1 missing: only klauspost's decoder exists, covered by the other canary tests")
 	}
 	for _, c := range []bool{true, false} {

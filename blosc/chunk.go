@@ -449,7 +449,7 @@ func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte) error {
 	}
 	// Not for libzstd: a fault on a mapping (the file shrank) inside C
 	// code cannot be turned into an error; it would kill the process.
-	cZstd := c.Codec() == CodecZstd && libzstdDecode != nil && useLibzstd.Load()
+	cZstd := c.Codec() == CodecZstd && libzstd() != nil
 	if ip, base, n, ok := inPlace(c.r); ok && !cZstd && end <= n && end <= int64(c.Cbytes) {
 		if ok, err := ip.ReadInPlace(base+start, end-start, func(src []byte) error {
 			return c.decodeFrom(dst, i, ref, src)
@@ -537,6 +537,10 @@ unfilter:
 // has written when it starts each block.
 const zstdSlack = 128<<10 + 64
 
+// maxBatch is the most streams of a block decoded in one call into
+// libzstd; blocks split into more streams call it once per stream.
+const maxBatch = 16
+
 // maxLent is the largest typesize whose stored streams a block decode
 // lends to the unshuffle instead of copying.
 const maxLent = 16
@@ -548,12 +552,34 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 	neblock := len(out) / nstreams
 	ext := c.Extended()
 	pos := 0
+	// With libzstd, a block's zstd streams are gathered and decoded in
+	// one call into C (libzstdBatch) once the loop has seen them all.
+	var (
+		jobs   [4 * maxBatch]int64
+		jobS   [maxBatch]int // the stream number of each job
+		njobs  int
+		batch  = nstreams > 1 && nstreams <= maxBatch && c.Codec() == CodecZstd && c.dict == nil && libzstd() != nil
+		runJob = func() error {
+			if njobs == 0 {
+				return nil
+			}
+			k, err := libzstdDecodeBatch(out, src, jobs[:4*njobs])
+			if err != nil {
+				s := jobS[k]
+				return fmt.Errorf("%w: stream %d (%s, %d→%d bytes): %v", ErrCorrupt, s, CodecName(c.Codec()), jobs[4*k+1], neblock, err)
+			}
+			return nil
+		}
+	)
 	for s := 0; s < nstreams; s++ {
 		o := out[s*neblock : (s+1)*neblock]
 		if lent != nil {
 			lent[s] = o
 		}
 		if pos+4 > len(src) {
+			if err := runJob(); err != nil {
+				return err
+			}
 			return fmt.Errorf("%w: stream %d header past the block end", ErrCorrupt, s)
 		}
 		csize := int32(binary.LittleEndian.Uint32(src[pos:]))
@@ -563,14 +589,23 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 			clear(o)
 		case ext && csize < 0:
 			if pos >= len(src) {
+				if err := runJob(); err != nil {
+					return err
+				}
 				return fmt.Errorf("%w: stream %d run token past the block end", ErrCorrupt, s)
 			}
 			if src[pos]&1 == 0 {
+				if err := runJob(); err != nil {
+					return err
+				}
 				return fmt.Errorf("%w: stream %d run token %#02x", ErrUnsupported, s, src[pos])
 			}
 			pos++
 			fillByte(o, byte(-csize))
 		case csize <= 0 || int(csize) > len(src)-pos:
+			if err := runJob(); err != nil {
+				return err
+			}
 			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, len(src)-pos)
 		case int(csize) == neblock:
 			if lent != nil {
@@ -580,6 +615,12 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 			}
 			copy(o, src[pos:pos+neblock])
 			pos += neblock
+		case batch:
+			j := jobs[4*njobs:]
+			j[0], j[1], j[2], j[3] = int64(pos), int64(csize), int64(s*neblock), int64(neblock)
+			jobS[njobs] = s
+			njobs++
+			pos += int(csize)
 		default:
 			// o's capacity runs to the end of out: the streams after it,
 			// which this loop fills afterwards, and the scratch slack.
@@ -589,7 +630,7 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 			pos += int(csize)
 		}
 	}
-	return nil
+	return runJob()
 }
 
 // fillByte sets every byte of o to v. A byte loop cost 11-19 % of

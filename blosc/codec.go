@@ -218,9 +218,14 @@ func sharedZstdDecoder() *zstd.Decoder {
 
 // libzstdDecode is libzstd's decoder when the binary is built with cgo
 // and the system's libzstd.so.1 loads (zstd_c.go), else nil; libzstdName
-// names it. useLibzstd says whether streams without a dictionary go to it
-// (BLOSCFS_ZSTD=go in the environment keeps them on klauspost's decoder).
+// names it. libzstdLoad, set by zstd_c.go, loads the library: it runs on
+// the first zstd stream (or ZstdDecoder), not at start, so that a process
+// that decodes no zstd does not pay for the dlopen. useLibzstd says
+// whether streams without a dictionary go to it (BLOSCFS_ZSTD=go in the
+// environment keeps them on klauspost's decoder).
 var (
+	libzstdLoad   func()
+	libzstdOnce   sync.Once
 	libzstdDecode func(dst, src []byte) error
 	libzstdName   string
 	useLibzstd    atomic.Bool
@@ -228,18 +233,38 @@ var (
 
 func init() { useLibzstd.Store(os.Getenv("BLOSCFS_ZSTD") != "go") }
 
+// libzstdLoaded loads libzstd once and reports whether it loaded.
+func libzstdLoaded() bool {
+	libzstdOnce.Do(func() {
+		if libzstdLoad != nil {
+			libzstdLoad()
+		}
+	})
+	return libzstdDecode != nil
+}
+
+// libzstd returns libzstd's decoder when it is loaded and in use, else nil.
+func libzstd() func(dst, src []byte) error {
+	if !libzstdLoaded() || !useLibzstd.Load() {
+		return nil
+	}
+	return libzstdDecode
+}
+
 // ZstdDecoder names the decoder that zstd streams without a dictionary go
 // to: libzstd (with its version) or klauspost/compress's pure-Go decoder.
 func ZstdDecoder() string {
-	if libzstdDecode != nil && useLibzstd.Load() {
+	if libzstd() != nil {
 		return libzstdName + " (cgo, run-time loaded)"
 	}
 	return "klauspost/compress (pure Go)"
 }
 
 func decodeZstd(dst, src, dict []byte) error {
-	if dict == nil && libzstdDecode != nil && useLibzstd.Load() {
-		return libzstdDecode(dst, src)
+	if dict == nil {
+		if dec := libzstd(); dec != nil {
+			return dec(dst, src)
+		}
 	}
 	d := sharedZstdDecoder()
 	if dict != nil {

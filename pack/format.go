@@ -114,12 +114,13 @@ func OpenPath(path string, cache BlockCache) (Container, io.Closer, error) {
 		return c, closer, nil
 	}
 	if !mmapfile.Enabled() {
-		c, err := Open(file, st.Size(), path, cache)
+		pr := mmapfile.NewPread(file)
+		c, err := Open(pr, st.Size(), path, cache)
 		if err != nil {
-			file.Close()
+			pr.Close()
 			return nil, nil, err
 		}
-		return c, file, nil
+		return c, pr, nil
 	}
 	// Blocks decode from the file's memory mapping, not from a pread copy.
 	m := mmapfile.New(file, st.Size())

@@ -54,7 +54,8 @@ var trailerMagic = [4]byte{'b', 'f', 'r', '1'}
 // trailerLen is the size of a cached range's trailer.
 const trailerLen = 8
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is built on first use, not at start.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // rangeSum is the checksum a cached range's trailer carries: it covers the
 // range's identity as well as its bytes, so that a file moved to another
@@ -63,9 +64,10 @@ func rangeSum(obj string, start int64, data []byte) uint32 {
 	var id [16]byte
 	binary.LittleEndian.PutUint64(id[:], uint64(start))
 	binary.LittleEndian.PutUint64(id[8:], uint64(len(data)))
-	h := crc32.Update(0, castagnoli, []byte(obj))
-	h = crc32.Update(h, castagnoli, id[:])
-	return crc32.Update(h, castagnoli, data)
+	t := castagnoli()
+	h := crc32.Update(0, t, []byte(obj))
+	h = crc32.Update(h, t, id[:])
+	return crc32.Update(h, t, data)
 }
 
 // trailer returns the trailer of a range.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/klauspost/compress/zlib"
@@ -134,7 +135,12 @@ func readBounded(r io.Reader, want int64, what string) ([]byte, error) {
 	return out, nil
 }
 
-var zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxObject))
+// zstdDec is made on the first zstd chunk: a process that reads no Zarr
+// zstd chunk (most of them) does not pay for its tables at start.
+var zstdDec = sync.OnceValue(func() *zstd.Decoder {
+	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxObject))
+	return d
+})
 
 // zstdCodec decodes a zstd frame.
 type zstdCodec struct{}
@@ -147,7 +153,7 @@ func (zstdCodec) decompress(src []byte, want int64) ([]byte, error) {
 	if want >= 0 {
 		dst = make([]byte, 0, want)
 	}
-	out, err := zstdDec.DecodeAll(src, dst)
+	out, err := zstdDec().DecodeAll(src, dst)
 	if err != nil {
 		return nil, fmt.Errorf("%w: zstd: %w", ErrCorrupt, err)
 	}
@@ -180,7 +186,8 @@ func (lz4Codec) decompress(src []byte, want int64) ([]byte, error) {
 	return out, nil
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is built on first use, not at start.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // crc32cCodec checks and strips the v3 crc32c checksum (4 bytes, little
 // endian, at the end).
@@ -194,7 +201,7 @@ func (crc32cCodec) decompress(src []byte, want int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: crc32c: %d bytes", ErrCorrupt, len(src))
 	}
 	body := src[:len(src)-4]
-	if got, sum := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(src[len(body):]); got != sum {
+	if got, sum := crc32.Checksum(body, castagnoli()), binary.LittleEndian.Uint32(src[len(body):]); got != sum {
 		return nil, fmt.Errorf("%w: crc32c %#08x, stored %#08x", ErrChecksum, got, sum)
 	}
 	if want >= 0 && int64(len(body)) != want {

@@ -89,7 +89,7 @@ func FuzzShardIndex(f *testing.F) {
 		binary.LittleEndian.PutUint64(idx[16*i:], 1<<60)
 		binary.LittleEndian.PutUint64(idx[16*i+8:], 1<<30)
 	}
-	f.Add(binary.LittleEndian.AppendUint32(idx, crc32.Checksum(idx, castagnoli)), false)
+	f.Add(binary.LittleEndian.AppendUint32(idx, crc32.Checksum(idx, castagnoli())), false)
 	metas := map[string][]byte{}
 	for _, name := range []string{"c", "z"} {
 		b, err := os.ReadFile(filepath.Join(dir, name, "zarr.json"))

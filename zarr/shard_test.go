@@ -150,7 +150,7 @@ func writeSharded(t testing.TB, dir, name string, sp shardSpec) []byte {
 				w.Close()
 				chunk = b.Bytes()
 			case "crc32c":
-				chunk = binary.LittleEndian.AppendUint32(chunk, crc32.Checksum(chunk, castagnoli))
+				chunk = binary.LittleEndian.AppendUint32(chunk, crc32.Checksum(chunk, castagnoli()))
 			}
 			off := int64(len(body))
 			if sp.atStart {
@@ -160,7 +160,7 @@ func writeSharded(t testing.TB, dir, name string, sp shardSpec) []byte {
 			binary.LittleEndian.PutUint64(index[16*ii+8:], uint64(len(chunk)))
 			body = append(body, chunk...)
 		}
-		index = binary.LittleEndian.AppendUint32(index, crc32.Checksum(index, castagnoli))
+		index = binary.LittleEndian.AppendUint32(index, crc32.Checksum(index, castagnoli()))
 		var obj []byte
 		if sp.atStart {
 			obj = append(index, body...)
@@ -295,7 +295,7 @@ func TestShardHostile(t *testing.T) {
 	b := bytes.Clone(orig)
 	idx := b[len(b)-2*16-4:]
 	binary.LittleEndian.PutUint64(idx[16:], 1<<40)
-	binary.LittleEndian.PutUint32(idx[32:], crc32.Checksum(idx[:32], castagnoli))
+	binary.LittleEndian.PutUint32(idx[32:], crc32.Checksum(idx[:32], castagnoli()))
 	os.WriteFile(shard, b, 0o644)
 	if err := read(); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("index past the object: %v, want ErrCorrupt", err)
@@ -303,7 +303,7 @@ func TestShardHostile(t *testing.T) {
 	// A huge size.
 	binary.LittleEndian.PutUint64(idx[16:], 0)
 	binary.LittleEndian.PutUint64(idx[24:], 1<<62)
-	binary.LittleEndian.PutUint32(idx[32:], crc32.Checksum(idx[:32], castagnoli))
+	binary.LittleEndian.PutUint32(idx[32:], crc32.Checksum(idx[:32], castagnoli()))
 	os.WriteFile(shard, b, 0o644)
 	if err := read(); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("huge inner chunk: %v, want ErrCorrupt", err)
@@ -324,7 +324,7 @@ func TestShardHostile(t *testing.T) {
 	b = bytes.Clone(orig)
 	idx = b[len(b)-2*16-4:]
 	binary.LittleEndian.PutUint64(idx[8:], 12)
-	binary.LittleEndian.PutUint32(idx[32:], crc32.Checksum(idx[:32], castagnoli))
+	binary.LittleEndian.PutUint32(idx[32:], crc32.Checksum(idx[:32], castagnoli()))
 	os.WriteFile(shard, b, 0o644)
 	if err := read(); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("short inner chunk: %v, want ErrCorrupt", err)

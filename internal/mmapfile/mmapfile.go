@@ -95,6 +95,7 @@ func SetEnabled(on bool) bool { return enabled.Swap(on) }
 // and Close take the mutex.
 type File struct {
 	f    *os.File
+	pr   *Pread // reads f when the mapping does not
 	size int64
 
 	mu     sync.Mutex             // held to map, unmap and close
@@ -110,7 +111,7 @@ type File struct {
 // New returns a File reading f, which holds size bytes. The File owns f
 // and closes it in Close.
 func New(f *os.File, size int64) *File {
-	return &File{f: f, size: size}
+	return &File{f: f, pr: NewPread(f), size: size}
 }
 
 // Name returns the name of the file.
@@ -187,7 +188,7 @@ func (m *File) finishLocked() error {
 		unix.Munmap(*d)
 		mapped.Add(-1)
 	}
-	return m.f.Close()
+	return m.pr.Close()
 }
 
 // ReadInPlace calls fn with the n bytes at off as they lie in the mapping,
@@ -280,7 +281,7 @@ func (m *File) ReadAt(p []byte, off int64) (int, error) {
 			return got, nil
 		}
 	}
-	return m.f.ReadAt(p, off)
+	return m.pr.ReadAt(p, off)
 }
 
 // Close closes the file to new reads. The mapping and the descriptor go

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/pack"
@@ -175,10 +176,11 @@ func ravel(c, shape []int64) int64 {
 	return i
 }
 
+// The .npy header's fields, compiled on first use, not at start.
 var (
-	npyDescr = regexp.MustCompile(`'descr':\s*'([^']*)'`)
-	npyOrder = regexp.MustCompile(`'fortran_order':\s*(True|False)`)
-	npyShape = regexp.MustCompile(`'shape':\s*\(([^)]*)\)`)
+	npyDescr = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`'descr':\s*'([^']*)'`) })
+	npyOrder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`'fortran_order':\s*(True|False)`) })
+	npyShape = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`'shape':\s*\(([^)]*)\)`) })
 )
 
 // NPYInfo is what a .npy header says.
@@ -223,7 +225,7 @@ func ReadNPYHeader(r io.Reader) (*NPYInfo, error) {
 	}
 	dict := string(h)
 	info := &NPYInfo{DataOff: off + hl}
-	m := npyDescr.FindStringSubmatch(dict)
+	m := npyDescr().FindStringSubmatch(dict)
 	if m == nil {
 		return nil, fmt.Errorf("%w: .npy descr is not a simple dtype (structured arrays are not supported): %.80s", pack.ErrUnsupported, dict)
 	}
@@ -231,10 +233,10 @@ func ReadNPYHeader(r io.Reader) (*NPYInfo, error) {
 	if info.Itemsize = descrItemsize(info.Descr); info.Itemsize <= 0 {
 		return nil, fmt.Errorf("%w: dtype %q", pack.ErrUnsupported, info.Descr)
 	}
-	if m := npyOrder.FindStringSubmatch(dict); m == nil || m[1] == "True" {
+	if m := npyOrder().FindStringSubmatch(dict); m == nil || m[1] == "True" {
 		return nil, fmt.Errorf("%w: Fortran-order .npy arrays", pack.ErrUnsupported)
 	}
-	m = npyShape.FindStringSubmatch(dict)
+	m = npyShape().FindStringSubmatch(dict)
 	if m == nil {
 		return nil, fmt.Errorf("%w: .npy header has no shape", pack.ErrFormat)
 	}

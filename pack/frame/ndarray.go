@@ -550,12 +550,15 @@ func ReadNPYAt(name string, hdr []byte, size int64, p []byte, off int64, data fu
 	return len(p), nil
 }
 
-var simpleDescr = regexp.MustCompile(`^([<>|=]?)([a-zA-Z?])(\d*)(\[[A-Za-z0-9]+\])?$`)
+// simpleDescr is compiled on first use, not at start.
+var simpleDescr = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([<>|=]?)([a-zA-Z?])(\d*)(\[[A-Za-z0-9]+\])?$`)
+})
 
 // descrItemsize returns the item size of a simple NumPy dtype string, or
 // -1 when it cannot tell.
 func descrItemsize(s string) int {
-	m := simpleDescr.FindStringSubmatch(s)
+	m := simpleDescr().FindStringSubmatch(s)
 	if m == nil {
 		return -1
 	}
