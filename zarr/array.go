@@ -71,8 +71,9 @@ type Array struct {
 	// arrays. contig reports that the chunk space is the view's data
 	// itself: each chunk is one run of the view (chunks split the
 	// slowest dimension only), so a read of the view is one read of cr.
-	cr     *pack.ChunkReader
-	contig bool
+	cr       *pack.ChunkReader
+	contig   bool
+	maxBlock int // blocks larger than this make a chunk decode whole (errWholeChunk)
 
 	mu       sync.Mutex
 	indexes  *simplelru.LRU[int64, shardIndex]
@@ -174,6 +175,7 @@ func (a *Array) init(s Store, path string, cache pack.BlockCache) (*Array, error
 	}
 	if a.direct && a.chunkBytes <= maxBloscChunk {
 		a.cr = pack.NewChunkReader(JoinKey(path, a.key(make([]int64, nd)))+"…", chunkSpace{a}, cache)
+		a.maxBlock = a.cr.MaxBlock()
 		a.contig = true
 		for d := 1; d < nd; d++ {
 			a.contig = a.contig && a.gchunk[d] == a.gshape[d]
@@ -333,7 +335,7 @@ func (s chunkSpace) OpenChunk(i int) (*blosc.Chunk, error) {
 		return nil, fmt.Errorf("%s: %w: blosc chunk holds %d bytes, want %d", key, ErrCorrupt, c.Nbytes, a.chunkBytes)
 	}
 	for b := range c.NumBlocks() {
-		if c.BlockLen(b) > a.cr.MaxBlock() {
+		if c.BlockLen(b) > a.maxBlock {
 			return nil, errWholeChunk
 		}
 	}

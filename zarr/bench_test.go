@@ -127,3 +127,48 @@ func BenchmarkRandom4K(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCold4K reads 4 KiB at a random offset of a chunk that no read
+// touched before, as a mount's first read of a region does: each read
+// opens its chunk and decodes the Blosc block under it.
+func BenchmarkCold4K(b *testing.B) {
+	store, b2 := writeBenchStores(b)
+	for _, kind := range []string{"zarr", "b2frame"} {
+		b.Run(kind, func(b *testing.B) {
+			path := store
+			if kind == "b2frame" {
+				path = b2
+			}
+			rng := rand.New(rand.NewPCG(3, 4))
+			buf := make([]byte, 4096)
+			b.SetBytes(4096)
+			var v *all.View
+			var todo []int
+			defer func() {
+				if v != nil {
+					v.Close()
+				}
+			}()
+			for b.Loop() {
+				if len(todo) == 0 {
+					b.StopTimer()
+					if v != nil {
+						v.Close()
+					}
+					var err error
+					if v, err = all.OpenView(path, cache.New[pack.BlockKey](256<<20)); err != nil {
+						b.Fatal(err)
+					}
+					todo = rng.Perm(benchChunks)
+					b.StartTimer()
+				}
+				c := todo[0]
+				todo = todo[1:]
+				off := int64(c)*benchChunkSize + rng.Int64N(benchChunkSize-4096)
+				if _, err := v.ReadAt(buf, off); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
