@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -173,8 +174,12 @@ func (a *Array) init(s Store, path string, cache pack.BlockCache) (*Array, error
 	default:
 		a.direct = a.comp != nil && a.comp.bloscChunk() && len(a.filters) == 0
 	}
-	if a.direct && a.chunkBytes <= maxBloscChunk {
-		a.cr = pack.NewChunkReader(JoinKey(path, a.key(make([]int64, nd)))+"…", chunkSpace{a}, cache)
+	if a.direct && a.chunkBytes <= maxBloscChunk && a.nchunks <= math.MaxInt64/a.chunkBytes {
+		name := path
+		if name == "" {
+			name = "array"
+		}
+		a.cr = pack.NewChunkReader(name, chunkSpace{a}, cache)
 		a.maxBlock = a.cr.MaxBlock()
 		a.contig = true
 		for d := 1; d < nd; d++ {
@@ -521,8 +526,19 @@ func (a *Array) readSpace(p []byte, off int64, once bool) error {
 	} else {
 		_, err = a.cr.ReadAt(p, off)
 	}
-	if err == io.EOF {
+	switch {
+	case err == io.EOF:
 		err = nil // the chunk space ends with the data (a short last chunk is stored whole)
+	case err != nil && !errors.Is(err, ErrCorrupt) &&
+		(errors.Is(err, blosc.ErrCorrupt) || errors.Is(err, blosc.ErrUnsupported) || errors.Is(err, pack.ErrFormat)):
+		// A block that does not decode: name the chunks read, as the
+		// errors of opening a chunk do.
+		first, last := off/a.chunkBytes, (off+int64(len(p))-1)/a.chunkBytes
+		where := a.chunkKey(a.coords(first))
+		if last != first {
+			where += " to " + a.chunkKey(a.coords(last))
+		}
+		err = fmt.Errorf("%s: %w: %w", where, ErrCorrupt, err)
 	}
 	return err
 }
