@@ -269,10 +269,17 @@ func (a *Array) ReadAtOnce(p []byte, off int64) (int, error) {
 // Prefetch decodes the Blosc blocks behind [off, off+n) of the view
 // into the cache, several in parallel, so that the reads that follow
 // find them (see pack.Streamer; reader returns where the reader being
-// served has got to in the view). It does so where the chunk space is
-// the view's data; for other arrays it does nothing.
+// served has got to in the view). Where the chunk space is not the
+// view's data, it reads the range into scratch memory to the same end.
 func (a *Array) Prefetch(off, n int64, reader func() int64) error {
 	if a.cr == nil || !a.contig {
+		bp := scratch.Get().(*[]byte)
+		defer scratch.Put(bp)
+		for end := min(off+n, a.Size()); off < end; off += int64(len(*bp)) {
+			if _, err := a.ReadAt((*bp)[:min(int64(len(*bp)), end-off)], off); err != nil && err != io.EOF {
+				return err
+			}
+		}
 		return nil
 	}
 	h := int64(len(a.hdr))
@@ -292,6 +299,10 @@ func (a *Array) Prefetch(off, n int64, reader func() int64) error {
 }
 
 var _ pack.Streamer = (*Array)(nil)
+
+// scratch holds the buffers Prefetch reads into where it cannot decode
+// into the cache alone.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
 // maxBloscChunk is the largest plain size of a Blosc chunk.
 const maxBloscChunk = 1<<31 - 1 - blosc.ExtHeaderLen
