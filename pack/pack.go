@@ -294,6 +294,10 @@ func (r *ChunkReader) uncharge(s *chunkSlot) {
 	s.bytes = 0
 }
 
+// MaxBlock returns the largest decoded block the reader decodes: a
+// larger one is refused with ErrUnsupported (see MaxBlocker).
+func (r *ChunkReader) MaxBlock() int { return r.maxBlock }
+
 // Size returns the plain size.
 func (r *ChunkReader) Size() int64 { return r.src.ChunkOffset(r.src.NumChunks()) }
 

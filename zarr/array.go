@@ -6,18 +6,23 @@
 //
 // An Array is an io.ReaderAt safe for concurrent use. A read decodes only
 // the chunks it touches; a missing chunk is the fill value. Where a chunk
-// is a Blosc chunk holding the array bytes as they are, only the Blosc
-// blocks under the bytes asked for are decoded, through a
-// pack.BlockCache. A sharded v3 array reads each shard's index once
-// (cached) and then only the inner chunks a read touches, with ranged
-// reads.
+// is a Blosc chunk holding the array bytes as they are, the chunks are
+// read through a pack.ChunkReader, as the chunks of a .b2frame are: only
+// the Blosc blocks under the bytes asked for are decoded, through a
+// pack.BlockCache, several in parallel, and a sequential reader
+// (ReadAtOnce) decodes whole blocks straight into its buffer and drops
+// the blocks it has read from the cache. A sharded v3 array reads each
+// shard's index once (cached) and then only the inner chunks a read
+// touches, with ranged reads.
 package zarr
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -25,7 +30,6 @@ import (
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	bcache "github.com/bloscfs/bloscfs/cache"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -63,8 +67,16 @@ type Array struct {
 	direct         bool // chunks are Blosc chunks of the plain bytes
 	encSizes       []int64
 
+	// cr reads the chunks of a direct array, laid end to end in grid
+	// order (chunk i at i*chunkBytes: the "chunk space"); nil for other
+	// arrays. contig reports that the chunk space is the view's data
+	// itself: each chunk is one run of the view (chunks split the
+	// slowest dimension only), so a read of the view is one read of cr.
+	cr       *pack.ChunkReader
+	contig   bool
+	maxBlock int // blocks larger than this make a chunk decode whole (errWholeChunk)
+
 	mu       sync.Mutex
-	parsed   *simplelru.LRU[int64, *blosc.Chunk]
 	indexes  *simplelru.LRU[int64, shardIndex]
 	indexing map[int64]chan struct{} // shard indexes being read
 }
@@ -162,7 +174,18 @@ func (a *Array) init(s Store, path string, cache pack.BlockCache) (*Array, error
 	default:
 		a.direct = a.comp != nil && a.comp.bloscChunk() && len(a.filters) == 0
 	}
-	a.parsed, _ = simplelru.NewLRU[int64, *blosc.Chunk](64, nil)
+	if a.direct && a.chunkBytes <= maxBloscChunk && a.nchunks <= math.MaxInt64/a.chunkBytes {
+		name := path
+		if name == "" {
+			name = "array"
+		}
+		a.cr = pack.NewChunkReader(name, chunkSpace{a}, cache)
+		a.maxBlock = a.cr.MaxBlock()
+		a.contig = true
+		for d := 1; d < nd; d++ {
+			a.contig = a.contig && a.gchunk[d] == a.gshape[d]
+		}
+	}
 	a.indexes, _ = simplelru.NewLRU[int64, shardIndex](64, nil)
 	a.hdr = frame.NPYHeaderOrder(a.dt.descr, a.Shape, a.fortranHeader())
 	return a, nil
@@ -228,7 +251,147 @@ func (a *Array) chunkKey(c []int64) string {
 
 // ReadAt reads bytes of the NPY view.
 func (a *Array) ReadAt(p []byte, off int64) (int, error) {
-	return frame.ReadNPYAt(a.Path, a.hdr, a.Size(), p, off, a.readData)
+	return frame.ReadNPYAt(a.Path, a.hdr, a.Size(), p, off, func(q []byte, at int64) error {
+		return a.readData(q, at, false)
+	})
+}
+
+// ReadAtOnce is ReadAt for a sequential reader that keeps what it reads
+// (the kernel's page cache behind a mount), as pack.ChunkReader's: the
+// Blosc blocks such reads have read all of leave the cache, and a whole
+// block a read covers is decoded straight into it.
+func (a *Array) ReadAtOnce(p []byte, off int64) (int, error) {
+	return frame.ReadNPYAt(a.Path, a.hdr, a.Size(), p, off, func(q []byte, at int64) error {
+		return a.readData(q, at, true)
+	})
+}
+
+// Prefetch decodes the Blosc blocks behind [off, off+n) of the view
+// into the cache, several in parallel, so that the reads that follow
+// find them (see pack.Streamer; reader returns where the reader being
+// served has got to in the view). Where the chunk space is not the
+// view's data, it reads the range into scratch memory to the same end.
+func (a *Array) Prefetch(off, n int64, reader func() int64) error {
+	if a.cr == nil || !a.contig {
+		bp := scratch.Get().(*[]byte)
+		defer scratch.Put(bp)
+		for end := min(off+n, a.Size()); off < end; off += int64(len(*bp)) {
+			if _, err := a.ReadAt((*bp)[:min(int64(len(*bp)), end-off)], off); err != nil && err != io.EOF {
+				return err
+			}
+		}
+		return nil
+	}
+	h := int64(len(a.hdr))
+	if off < h {
+		n -= h - off
+		off = h
+	}
+	n = min(n, a.dataSize-(off-h))
+	if n <= 0 {
+		return nil
+	}
+	var at func() int64
+	if reader != nil {
+		at = func() int64 { return reader() - h }
+	}
+	return a.cr.Prefetch(off-h, n, at)
+}
+
+var _ pack.Streamer = (*Array)(nil)
+
+// scratch holds the buffers Prefetch reads into where it cannot decode
+// into the cache alone.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// maxBloscChunk is the largest plain size of a Blosc chunk.
+const maxBloscChunk = 1<<31 - 1 - blosc.ExtHeaderLen
+
+// chunkSpace is the pack.ChunkSource of a direct array's chunk space:
+// its chunks end to end in grid order, each chunkBytes long.
+type chunkSpace struct{ a *Array }
+
+// NumChunks returns the number of chunks of the grid.
+func (s chunkSpace) NumChunks() int { return int(s.a.nchunks) }
+
+// ChunkOffset returns where chunk i starts in the chunk space.
+func (s chunkSpace) ChunkOffset(i int) int64 { return int64(i) * s.a.chunkBytes }
+
+// OpenChunk parses chunk i: its header and block starts, read through
+// the store's ObjectReader when it has one (the blocks' streams are read
+// when decoded), else from the whole object. A chunk that is not stored
+// is a special chunk of the fill value.
+func (s chunkSpace) OpenChunk(i int) (*blosc.Chunk, error) {
+	a := s.a
+	key := a.chunkKey(a.coords(int64(i)))
+	var c *blosc.Chunk
+	var err error
+	if rs, ok := a.store.(ReaderAtStore); ok {
+		var r io.ReaderAt
+		var size int64
+		if r, size, err = rs.ObjectReader(key); err == nil {
+			c, err = blosc.NewChunk(r, size)
+		}
+	} else {
+		var raw []byte
+		if raw, err = a.store.Get(key); err == nil {
+			c, err = blosc.NewChunkBytes(raw)
+		}
+	}
+	if errors.Is(err, ErrNotExist) {
+		return a.fillChunk()
+	}
+	if err != nil {
+		if errors.Is(err, blosc.ErrCorrupt) || errors.Is(err, blosc.ErrUnsupported) {
+			return nil, fmt.Errorf("%s: %w: %w", key, ErrCorrupt, err)
+		}
+		return nil, err
+	}
+	if int64(c.Nbytes) != a.chunkBytes {
+		return nil, fmt.Errorf("%s: %w: blosc chunk holds %d bytes, want %d", key, ErrCorrupt, c.Nbytes, a.chunkBytes)
+	}
+	for b := range c.NumBlocks() {
+		if c.BlockLen(b) > a.maxBlock {
+			return nil, errWholeChunk
+		}
+	}
+	return c, nil
+}
+
+// errWholeChunk tells the reader of a direct array that a chunk's
+// blocks are larger than the ChunkReader decodes: the chunk is decoded
+// whole, as the chunks of other arrays are.
+var errWholeChunk = errors.New("chunk decoded whole")
+
+// fillChunk returns a special Blosc chunk of chunkBytes of the fill
+// value, for a chunk that is not stored.
+func (a *Array) fillChunk() (*blosc.Chunk, error) {
+	kind := blosc.SpecialZero
+	for _, b := range a.fill {
+		if b != 0 {
+			kind = blosc.SpecialValue
+			break
+		}
+	}
+	b := make([]byte, blosc.ExtHeaderLen, blosc.ExtHeaderLen+len(a.fill))
+	ts := a.dt.size
+	if ts > 255 || ts < 1 {
+		ts = 1
+	}
+	bs := min(a.chunkBytes, 256<<10)
+	b[0], b[1], b[2], b[3] = blosc.VersionStable, 1, 0x05, byte(ts)
+	binary.LittleEndian.PutUint32(b[4:], uint32(a.chunkBytes))
+	binary.LittleEndian.PutUint32(b[8:], uint32(bs))
+	if kind == blosc.SpecialValue {
+		b = append(b, a.fill...)
+	}
+	binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
+	b[31] = byte(kind) << 4
+	c, err := blosc.NewChunkBytes(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: fill value chunk: %w", a.Path, err)
+	}
+	return c, nil
 }
 
 // run is a piece of a read: n bytes at offset at of chunk ci go to
@@ -242,12 +405,22 @@ type run struct {
 // maxRuns bounds the run table of one pass of readData.
 const maxRuns = 1 << 16
 
-// readData reads the array bytes [off, off+len(p)).
-func (a *Array) readData(p []byte, off int64) error {
+// readData reads the array bytes [off, off+len(p)); once marks a
+// sequential reader (see ReadAtOnce).
+func (a *Array) readData(p []byte, off int64, once bool) error {
+	if a.cr != nil && a.contig {
+		// The chunk space is the view's data: one read of the
+		// ChunkReader, which decodes the missing blocks of all the
+		// chunks it touches in parallel.
+		err := a.readSpace(p, off, once)
+		if !errors.Is(err, errWholeChunk) {
+			return err
+		}
+	}
 	it := int64(a.dt.size)
 	nd := len(a.gshape)
 	if nd == 0 {
-		return a.serve(p, 0, []run{{0, off, 0, int64(len(p))}})
+		return a.serve(p, 0, []run{{0, off, 0, int64(len(p))}}, once)
 	}
 	g := make([]int64, nd)
 	rem := off / it
@@ -284,7 +457,7 @@ func (a *Array) readData(p []byte, off int64) error {
 				g[d-1]++
 			}
 		}
-		if err := a.serveRuns(p, runs); err != nil {
+		if err := a.serveRuns(p, runs, once); err != nil {
 			return err
 		}
 	}
@@ -292,7 +465,7 @@ func (a *Array) readData(p []byte, off int64) error {
 }
 
 // serveRuns serves runs grouped by chunk, several chunks in parallel.
-func (a *Array) serveRuns(p []byte, runs []run) error {
+func (a *Array) serveRuns(p []byte, runs []run, once bool) error {
 	slices.SortStableFunc(runs, func(x, y run) int {
 		switch {
 		case x.ci < y.ci:
@@ -312,7 +485,7 @@ func (a *Array) serveRuns(p []byte, runs []run) error {
 		i = j
 	}
 	if len(groups) == 1 {
-		return a.serve(p, groups[0][0].ci, groups[0])
+		return a.serve(p, groups[0][0].ci, groups[0], once)
 	}
 	errs := make([]error, len(groups))
 	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
@@ -322,7 +495,7 @@ func (a *Array) serveRuns(p []byte, runs []run) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[k] = a.serve(p, g[0].ci, g)
+			errs[k] = a.serve(p, g[0].ci, g, once)
 			<-sem
 		}()
 	}
@@ -356,16 +529,42 @@ func (a *Array) fillRuns(p []byte, runs []run) {
 // errMissing tells a loader's caller that the chunk is not stored.
 var errMissing = errors.New("missing chunk")
 
-// serve copies the runs of chunk ci.
-func (a *Array) serve(p []byte, ci int64, runs []run) error {
-	if a.direct {
-		if r, ok := a.cache.TryAcquire(pack.BlockKey{Container: a.id, Chunk: ci, Block: -1}); ok {
-			copyRuns(p, runs, r.Bytes())
-			r.Release()
-			return nil
+// readSpace reads [off, off+len(p)) of the chunk space.
+func (a *Array) readSpace(p []byte, off int64, once bool) error {
+	var err error
+	if once {
+		_, err = a.cr.ReadAtOnce(p, off)
+	} else {
+		_, err = a.cr.ReadAt(p, off)
+	}
+	switch {
+	case err == io.EOF:
+		err = nil // the chunk space ends with the data (a short last chunk is stored whole)
+	case err != nil && !errors.Is(err, ErrCorrupt) &&
+		(errors.Is(err, blosc.ErrCorrupt) || errors.Is(err, blosc.ErrUnsupported) || errors.Is(err, pack.ErrFormat)):
+		// A block that does not decode: name the chunks read, as the
+		// errors of opening a chunk do.
+		first, last := off/a.chunkBytes, (off+int64(len(p))-1)/a.chunkBytes
+		where := a.chunkKey(a.coords(first))
+		if last != first {
+			where += " to " + a.chunkKey(a.coords(last))
 		}
-		err := a.serveBlocks(p, ci, runs)
-		if !errors.Is(err, errNotBlockwise) {
+		err = fmt.Errorf("%s: %w: %w", where, ErrCorrupt, err)
+	}
+	return err
+}
+
+// serve copies the runs of chunk ci.
+func (a *Array) serve(p []byte, ci int64, runs []run, once bool) error {
+	if a.cr != nil {
+		err := error(nil)
+		base := ci * a.chunkBytes
+		for _, r := range runs {
+			if err = a.readSpace(p[r.to:r.to+r.n], base+r.at, once); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, errWholeChunk) {
 			return err
 		}
 	}
@@ -388,123 +587,6 @@ func copyRuns(p []byte, runs []run, chunk []byte) {
 	for _, r := range runs {
 		copy(p[r.to:r.to+r.n], chunk[r.at:])
 	}
-}
-
-var errNotBlockwise = errors.New("chunk is not decodable block by block")
-
-// blocksOf returns the parsed Blosc chunk ci (nil: missing).
-func (a *Array) blocksOf(ci int64) (*blosc.Chunk, error) {
-	a.mu.Lock()
-	c, ok := a.parsed.Get(ci)
-	a.mu.Unlock()
-	if ok {
-		return c, nil
-	}
-	key := a.chunkKey(a.coords(ci))
-	raw, err := a.store.Get(key)
-	if errors.Is(err, ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	c, err = blosc.NewChunkBytes(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", key, ErrCorrupt, err)
-	}
-	if int64(c.Nbytes) != a.chunkBytes {
-		return nil, fmt.Errorf("%s: %w: blosc chunk holds %d bytes, want %d", key, ErrCorrupt, c.Nbytes, a.chunkBytes)
-	}
-	if c.NeedsBlock0() {
-		return nil, errNotBlockwise
-	}
-	a.mu.Lock()
-	a.parsed.Add(ci, c)
-	a.mu.Unlock()
-	return c, nil
-}
-
-// serveBlocks serves runs of a Blosc chunk by decoding only the blocks
-// they touch, each through the block cache.
-func (a *Array) serveBlocks(p []byte, ci int64, runs []run) error {
-	c, err := a.blocksOf(ci)
-	if err != nil {
-		return err
-	}
-	if c == nil {
-		a.fillRuns(p, runs)
-		return nil
-	}
-	// Decode the blocks the runs touch that the cache lacks, in parallel.
-	var todo []int
-	for _, r := range runs {
-		for b := c.BlockAt(r.at); b < c.NumBlocks() && c.BlockOffset(b) < r.at+r.n; b++ {
-			if !a.cache.Contains(pack.BlockKey{Container: a.id, Chunk: ci, Block: int32(b)}) &&
-				(len(todo) == 0 || todo[len(todo)-1] != b) {
-				todo = append(todo, b)
-			}
-		}
-	}
-	slices.Sort(todo)
-	todo = slices.Compact(todo)
-	refs := make([]*bcache.Ref, len(todo))
-	defer func() {
-		for _, r := range refs {
-			if r != nil {
-				r.Release()
-			}
-		}
-	}()
-	if len(todo) > 1 {
-		errs := make([]error, len(todo))
-		sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
-		var wg sync.WaitGroup
-		for k, b := range todo {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				refs[k], errs[k] = a.block(c, ci, b)
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
-	}
-	for _, r := range runs {
-		for at, to, n := r.at, r.to, r.n; n > 0; {
-			b := c.BlockAt(at)
-			bo := c.BlockOffset(b)
-			var ref *bcache.Ref
-			own := false
-			if i, ok := slices.BinarySearch(todo, b); ok && refs[i] != nil {
-				ref = refs[i]
-			} else if ref, err = a.block(c, ci, b); err != nil {
-				return err
-			} else {
-				own = true
-			}
-			k := int64(copy(p[to:to+n], ref.Bytes()[at-bo:]))
-			if own {
-				ref.Release()
-			}
-			at, to, n = at+k, to+k, n-k
-		}
-	}
-	return nil
-}
-
-// block returns block b of Blosc chunk ci, decoded through the cache.
-func (a *Array) block(c *blosc.Chunk, ci int64, b int) (*bcache.Ref, error) {
-	return a.cache.Acquire(pack.BlockKey{Container: a.id, Chunk: ci, Block: int32(b)}, func() ([]byte, error) {
-		dst := a.cache.Alloc(c.BlockLen(b))[:c.BlockLen(b)]
-		if err := c.DecodeBlock(dst, b); err != nil {
-			return nil, fmt.Errorf("%s: %w: %w", a.chunkKey(a.coords(ci)), ErrCorrupt, err)
-		}
-		return dst, nil
-	})
 }
 
 // loadChunk reads and decodes chunk ci whole (errMissing: not stored).

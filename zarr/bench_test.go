@@ -31,8 +31,9 @@ func benchData(i int, b []byte, rng *rand.Rand, x *float64) {
 }
 
 // writeBenchStores writes the same float64 random walk as a Zarr v2
-// array (Blosc lz4, shuffle, 1 MiB chunks, as numcodecs' default Blosc
-// writes) and as a .b2frame of the same chunks.
+// array (Blosc lz4, shuffle, 1 MiB chunks of one 1 MiB block, as
+// numcodecs' default Blosc with c-blosc 1.21 writes them) and as a
+// .b2frame of the same chunks (with the frame writer's blocks, 256 KiB).
 func writeBenchStores(b *testing.B) (store, b2frame string) {
 	b.Helper()
 	dir := b.TempDir()
@@ -41,7 +42,7 @@ func writeBenchStores(b *testing.B) (store, b2frame string) {
 	n := benchChunks * benchChunkSize / 8
 	meta := fmt.Sprintf(`{"zarr_format":2,"shape":[%d],"chunks":[%d],"dtype":"<f8","compressor":{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":0},"fill_value":0.0,"order":"C","filters":null}`, n, benchChunkSize/8)
 	os.WriteFile(filepath.Join(store, ".zarray"), []byte(meta), 0o644)
-	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blosc1: true}
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: benchChunkSize, Blosc1: true}
 	p.Filters[5] = blosc.FilterShuffle
 	f, err := os.Create(filepath.Join(dir, "walk.b2frame"))
 	if err != nil {
@@ -121,6 +122,51 @@ func BenchmarkRandom4K(b *testing.B) {
 			b.SetBytes(4096)
 			for b.Loop() {
 				if _, err := v.ReadAt(buf, rng.Int64N(v.Size-4096)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCold4K reads 4 KiB at a random offset of a chunk that no read
+// touched before, as a mount's first read of a region does: each read
+// opens its chunk and decodes the Blosc block under it.
+func BenchmarkCold4K(b *testing.B) {
+	store, b2 := writeBenchStores(b)
+	for _, kind := range []string{"zarr", "b2frame"} {
+		b.Run(kind, func(b *testing.B) {
+			path := store
+			if kind == "b2frame" {
+				path = b2
+			}
+			rng := rand.New(rand.NewPCG(3, 4))
+			buf := make([]byte, 4096)
+			b.SetBytes(4096)
+			var v *all.View
+			var todo []int
+			defer func() {
+				if v != nil {
+					v.Close()
+				}
+			}()
+			for b.Loop() {
+				if len(todo) == 0 {
+					b.StopTimer()
+					if v != nil {
+						v.Close()
+					}
+					var err error
+					if v, err = all.OpenView(path, cache.New[pack.BlockKey](256<<20)); err != nil {
+						b.Fatal(err)
+					}
+					todo = rng.Perm(benchChunks)
+					b.StartTimer()
+				}
+				c := todo[0]
+				todo = todo[1:]
+				off := int64(c)*benchChunkSize + rng.Int64N(benchChunkSize-4096)
+				if _, err := v.ReadAt(buf, off); err != nil {
 					b.Fatal(err)
 				}
 			}

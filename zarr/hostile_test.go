@@ -7,8 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/cache"
+	"github.com/bloscfs/bloscfs/pack"
 
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -179,5 +184,54 @@ func TestBadChunks(t *testing.T) {
 	os.Symlink("/etc/hostname", filepath.Join(dir, "link"))
 	if _, err := s.Get("link"); err == nil {
 		t.Error("Get followed a symlink out of the store")
+	}
+}
+
+// TestCorruptBloscStream reads a Blosc chunk whose header and block
+// starts are sound and whose compressed stream is not: the read fails
+// with ErrCorrupt naming the chunk's key, sequential reader or not, and
+// the other chunk still reads.
+func TestCorruptBloscStream(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, ".zarray"), []byte(`{"zarr_format":2,"shape":[2,65536],"chunks":[1,65536],"dtype":"<i4","compressor":{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1},"fill_value":0,"order":"C","filters":null}`), 0o644)
+	plain := make([]byte, 65536*4)
+	for i := range 65536 {
+		binary.LittleEndian.PutUint32(plain[4*i:], uint32(i/7))
+	}
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 4, Blocksize: 64 << 10, Blosc1: true}
+	p.Filters[5] = blosc.FilterShuffle
+	c, err := blosc.Compress(nil, plain, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "0.0"), c, 0o644)
+	bad := slices.Clone(c)
+	for i := len(bad) - 200; i < len(bad); i++ {
+		bad[i] = 0xff // the last block's stream: its LZ4 tokens ask for more than it holds
+	}
+	os.WriteFile(filepath.Join(dir, "1.0"), bad, 0o644)
+	s, err := OpenDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, once := range []bool{false, true} {
+		a, err := Open(s, "", cache.New[pack.BlockKey](16<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := a.ReadAt
+		if once {
+			read = a.ReadAtOnce
+		}
+		h := int64(len(a.Header()))
+		b := make([]byte, len(plain))
+		if _, err := read(b, h); err != nil || !bytes.Equal(b, plain) {
+			t.Fatalf("the sound chunk: %v", err)
+		}
+		_, err = read(b, h+int64(len(plain)))
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "1.0") {
+			t.Errorf("once %v: %v, want ErrCorrupt naming the key 1.0", once, err)
+		}
 	}
 }

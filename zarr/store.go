@@ -39,6 +39,17 @@ type Store interface {
 	GetRange(key string, off, n int64) ([]byte, error)
 }
 
+// ReaderAtStore is implemented by stores that read part of an object
+// into the caller's memory. A Blosc chunk read through it costs its
+// header and the streams of the blocks a read touches, in pooled
+// buffers, rather than the whole object in fresh memory.
+type ReaderAtStore interface {
+	// ObjectReader returns a reader of the object and its size, or an
+	// error wrapping ErrNotExist. The reader reads the object as it is
+	// at each call; it holds no resource between calls.
+	ObjectReader(key string) (io.ReaderAt, int64, error)
+}
+
 // Lister is implemented by stores that can list the entries directly
 // under a prefix (used to find the arrays of a group without consolidated
 // metadata). Names are returned without the prefix; directories end in "/".
@@ -149,6 +160,41 @@ func (s *DirStore) GetRange(key string, off, n int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	return b, nil
+}
+
+// ObjectReader returns a reader of a stored object and its size. Each
+// ReadAt opens the file anew: a reader kept for a parsed chunk holds no
+// file descriptor.
+func (s *DirStore) ObjectReader(key string) (io.ReaderAt, int64, error) {
+	f, size, err := s.open(key)
+	if err != nil {
+		return nil, 0, err
+	}
+	f.Close()
+	return &dirObject{s: s, key: key}, size, nil
+}
+
+// dirObject reads one object of a DirStore.
+type dirObject struct {
+	s   *DirStore
+	key string
+}
+
+// ReadAt reads len(p) bytes at off of the object's file.
+func (o *dirObject) ReadAt(p []byte, off int64) (int, error) {
+	f, err := o.s.root.Open(o.key)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("%s: %w", o.key, ErrNotExist)
+		}
+		return 0, err
+	}
+	defer f.Close()
+	n, err := f.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("%s: %w", o.key, err)
+	}
+	return n, err
 }
 
 // List lists the entries of a directory of the store.

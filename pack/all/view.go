@@ -122,6 +122,14 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
 func (v *View) streamer() (pack.Streamer, bool) {
 	if v.NPY {
+		// A Zarr array's container is its .npy view already, and so
+		// are its ReadAtOnce and Prefetch.
+		switch z := v.Container.(type) {
+		case *zarr.Array:
+			return z, true
+		case *zarr.DirArray:
+			return z, true
+		}
 		return nil, false
 	}
 	s, ok := v.Container.(pack.Streamer)
