@@ -69,11 +69,12 @@ type Options struct {
 	// MountFlags are mount(2) flags (MS_NOATIME, …) added to nosuid and
 	// nodev when mounting directly (as root).
 	MountFlags uintptr
-	// SelfAccess says that this process itself may open files of the
-	// mount it serves (an in-process mount, as in tests): go-fuse's poll
-	// hack then runs at mount time (see serve). DefaultOptions sets it;
-	// the bloscfs daemon clears it, since it never touches its own mount.
-	SelfAccess bool
+	// NoSelfAccess says that this process never opens files of the
+	// mount it serves, as the bloscfs daemon: go-fuse's poll hack is then
+	// left out at mount time (see serve). Unset (in-process mounts, as in
+	// tests), the hack runs, without which the process's first open of a
+	// file of its own mount can hang.
+	NoSelfAccess bool
 	// NewFormat is how files created through the mount are stored, and
 	// NewParams and NewChunkSize the codec parameters they get.
 	NewFormat    NewFormat
@@ -95,7 +96,6 @@ func DefaultOptions() Options {
 		NewFormat:         NewB2Frame,
 		NewParams:         blosc.DefaultParams(8),
 		NewChunkSize:      1 << 20,
-		SelfAccess:        true, // go-fuse's default; the daemon turns it off
 	}
 }
 
@@ -353,7 +353,7 @@ func Mount(source, mountpoint string, opts Options) (*Server, *FS, error) {
 		// The source's modes, exactly: without this go-fuse shows a
 		// mode-000 file as 0644 and lets other users in.
 		NullPermissions: true,
-	}, opts.SelfAccess)
+	}, !opts.NoSelfAccess)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}

@@ -148,7 +148,7 @@ func (s *Server) Dir() string { return s.dir }
 // the tests of this package make. The daemon never does, and for it the
 // hack is a danger: a SIGKILL during that open leaves the process
 // unkillable. So the hack runs only when pollHack is set
-// (Options.SelfAccess).
+// (Options.NoSelfAccess unset).
 func serve(dir string, root gofs.InodeEmbedder, o *gofs.Options, pollHack bool) (*Server, error) {
 	srv, err := fuse.NewServer(gofs.NewNodeFS(root, o), dir, &o.MountOptions)
 	if err != nil {

@@ -201,7 +201,7 @@ func MountRemote(store *remote.Store, prefix, mountpoint string, opts Options) (
 		Logger:          opts.Logger,
 		UID:             r.uid,
 		GID:             r.gid,
-	}, opts.SelfAccess)
+	}, !opts.NoSelfAccess)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}

@@ -171,7 +171,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: mount [flags] SOURCE MOUNTPOINT", errUsage)
 	}
 	o := bfs.DefaultOptions()
-	o.SelfAccess = false // the daemon never opens a file of its own mount
+	o.NoSelfAccess = true // the daemon never opens a file of its own mount
 	mf, passOn, err := mountOptions(*opts, &o, fs)
 	if err != nil {
 		return err
