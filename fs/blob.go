@@ -19,12 +19,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// probeKey identifies one version of a disk entry.
+// probeKey identifies one version of a disk entry: a change of its
+// content changes its size or mtime, and even a change that sets the
+// mtime back changes its ctime.
 type probeKey struct {
-	path         string
-	ino          uint64
-	size, mtimeN int64
+	path                 string
+	dev, ino             uint64
+	size, mtimeN, ctimeN int64
 }
+
+// maxProbes bounds the probes kept: one per container of the
+// directories listed, so that listing a directory of many files again
+// opens none of them (a listing larger than the bound reopens them all,
+// each time: a scan defeats an LRU).
+const maxProbes = 1 << 20
 
 // probe opens path once per version (inode, size, mtime) and caches
 // whether it is a readable container. A failure that is a fact about the
@@ -52,10 +60,11 @@ func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 			}
 		}
 	}
-	key := probeKey{path, kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec}
+	key := probeKey{path, uint64(kst.Dev), kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec, kst.Ctim.Sec*1e9 + kst.Ctim.Nsec}
 	if p, ok := f.probes.Get(key); ok {
 		return p, nil
 	}
+	f.stats.probed.Add(1)
 	p := &probe{}
 	v, err := all.OpenView(path, pack.NoCache{})
 	if err != nil {
@@ -194,7 +203,7 @@ func (n *blobNode) diskPath() (string, bool) {
 	if !ok {
 		return "", false
 	}
-	e, errno := dn.resolve(name)
+	e, _, errno := dn.resolveKept(name)
 	if errno != 0 || !e.compressed {
 		return "", false
 	}
@@ -553,6 +562,14 @@ func (n *blobNode) size() int64 {
 
 // Getxattr returns a user.bloscfs.* attribute, or the source's.
 func (n *blobNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if !strings.HasPrefix(attr, xattrPrefix) && attr != zarrAttrsXattr {
+		// The source's own (ls -l asks every file for security.selinux
+		// and system.posix_acl_access): no need to stat or probe.
+		if p, _ := n.diskPath(); p != "" {
+			sz, err := unix.Lgetxattr(p, attr, dest)
+			return uint32(sz), gofs.ToErrno(err)
+		}
+	}
 	p, _, pr, errno := n.stat()
 	if errno != 0 {
 		return 0, errno
