@@ -1,9 +1,12 @@
 package fs
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -132,5 +135,23 @@ func TestListingThroughMount(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(mnt, "moved")); err != nil || string(got) != "0123456789abcdef" {
 		t.Errorf("moved: %q, %v", got, err)
+	}
+}
+
+// TestEdgeReader: a probe's reader returns the file's bytes wherever it
+// is read, whatever the file's size against the copies it keeps.
+func TestEdgeReader(t *testing.T) {
+	for _, size := range []int64{0, 1, probeEdge - 1, probeEdge, 2 * probeEdge, 2*probeEdge + 1, 5*probeEdge + 7} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i*7 + i>>8)
+		}
+		r, err := newEdgeReader(bytes.NewReader(data), size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := iotest.TestReader(io.NewSectionReader(r, 0, size), data); err != nil {
+			t.Errorf("size %d: %v", size, err)
+		}
 	}
 }
