@@ -235,12 +235,13 @@ func (d *dirNode) lookupResolved(ctx context.Context, name string, e *entry, out
 			}
 		}
 	}
-	// The attributes change only through the mount: cache them long.
-	// So the name: it depends on its siblings too (collisions), but a
-	// sibling that appears behind the mount changes the directory, and
-	// the next listing of it drops the names that now lead elsewhere
-	// (dropMoved).
-	out.SetEntryTimeout(d.fs.attrTimeout(&st))
+	// The attributes change only through the mount: cache them long
+	// (not at all for a hard-linked file: see attrTimeout). So the name
+	// (at least as long as a plain entry's): it depends on its siblings
+	// too (collisions), but a sibling that appears behind the mount
+	// changes the directory, and the next listing of it drops the names
+	// that now lead elsewhere (dropMoved).
+	out.SetEntryTimeout(max(d.fs.attrTimeout(&st), d.fs.opts.AttrTimeout))
 	out.SetAttrTimeout(d.fs.attrTimeout(&st))
 	return child, 0
 }
