@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,12 +20,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// probeKey identifies one version of a disk entry.
+// probeKey identifies one version of a disk entry: a change of its
+// content changes its size or mtime, and even a change that sets the
+// mtime back changes its ctime.
 type probeKey struct {
-	path         string
-	ino          uint64
-	size, mtimeN int64
+	path                 string
+	dev, ino             uint64
+	size, mtimeN, ctimeN int64
 }
+
+// maxProbes bounds the probes kept: one per container of the
+// directories listed, so that listing a directory of many files again
+// opens none of them (a listing larger than the bound reopens them all,
+// each time: a scan defeats an LRU).
+const maxProbes = 1 << 20
 
 // probe opens path once per version (inode, size, mtime) and caches
 // whether it is a readable container. A failure that is a fact about the
@@ -52,12 +61,13 @@ func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 			}
 		}
 	}
-	key := probeKey{path, kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec}
+	key := probeKey{path, uint64(kst.Dev), kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec, kst.Ctim.Sec*1e9 + kst.Ctim.Nsec}
 	if p, ok := f.probes.Get(key); ok {
 		return p, nil
 	}
+	f.stats.probed.Add(1)
 	p := &probe{}
-	v, err := all.OpenView(path, pack.NoCache{})
+	v, err := openProbe(path, st)
 	if err != nil {
 		if pack.Transient(err) {
 			f.opts.Logger.Printf("%s: not probed now: %v", path, err)
@@ -70,6 +80,76 @@ func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 	}
 	f.probes.Add(key, p)
 	return p, nil
+}
+
+// probeEdge is how many bytes at each end of a file a probe reads at
+// once: a container's header, index and trailer lie there, and a small
+// file is read whole, in one read.
+const probeEdge = 64 << 10
+
+// openProbe opens the view of path for a probe. A regular file is read
+// through an edgeReader: the parse of a small container then costs one
+// read instead of one per structure (seven for a small frame).
+func openProbe(path string, st *syscall.Stat_t) (*all.View, error) {
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return all.OpenView(path, pack.NoCache{})
+	}
+	file, fi, err := pack.OpenSource(path, false)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	r, err := newEdgeReader(file, fi.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return all.OpenViewReader(r, fi.Size(), path, pack.NoCache{})
+}
+
+// edgeReader reads a file through copies of its first and last
+// probeEdge bytes (the whole file if it is small), read at once; other
+// reads go to the file.
+type edgeReader struct {
+	f          io.ReaderAt
+	head, tail []byte
+	tailAt     int64
+}
+
+func newEdgeReader(f io.ReaderAt, size int64) (*edgeReader, error) {
+	r := &edgeReader{f: f}
+	n := min(size, probeEdge)
+	if size <= 2*probeEdge {
+		n = size
+	}
+	r.head = make([]byte, n)
+	got, err := f.ReadAt(r.head, 0)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	r.head = r.head[:got] // shorter if the file shrank meanwhile
+	r.tailAt = size
+	if size > n {
+		r.tailAt = size - probeEdge
+		r.tail = make([]byte, probeEdge)
+		got, err := f.ReadAt(r.tail, r.tailAt)
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		r.tail = r.tail[:got]
+	}
+	return r, nil
+}
+
+// ReadAt serves p from the copies where they hold it.
+func (r *edgeReader) ReadAt(p []byte, off int64) (int, error) {
+	end := off + int64(len(p))
+	switch {
+	case off >= 0 && end <= int64(len(r.head)):
+		return copy(p, r.head[off:]), nil
+	case r.tail != nil && off >= r.tailAt && end <= r.tailAt+int64(len(r.tail)):
+		return copy(p, r.tail[off-r.tailAt:]), nil
+	}
+	return r.f.ReadAt(p, off)
 }
 
 // errnoOf turns an error into the errno to give the caller.
@@ -194,7 +274,7 @@ func (n *blobNode) diskPath() (string, bool) {
 	if !ok {
 		return "", false
 	}
-	e, errno := dn.resolve(name)
+	e, _, errno := dn.resolveKept(name)
 	if errno != 0 || !e.compressed {
 		return "", false
 	}
@@ -553,6 +633,14 @@ func (n *blobNode) size() int64 {
 
 // Getxattr returns a user.bloscfs.* attribute, or the source's.
 func (n *blobNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if !strings.HasPrefix(attr, xattrPrefix) && attr != zarrAttrsXattr {
+		// The source's own (ls -l asks every file for security.selinux
+		// and system.posix_acl_access): no need to stat or probe.
+		if p, _ := n.diskPath(); p != "" {
+			sz, err := unix.Lgetxattr(p, attr, dest)
+			return uint32(sz), gofs.ToErrno(err)
+		}
+	}
 	p, _, pr, errno := n.stat()
 	if errno != 0 {
 		return 0, errno

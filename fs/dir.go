@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/bloscfs/bloscfs/pack"
@@ -17,7 +18,8 @@ import (
 // mapNames.
 type dirNode struct {
 	gofs.LoopbackNode
-	fs *FS
+	fs    *FS
+	names viewNames // the names of the last listing, while the directory is unchanged
 }
 
 // plainNode is a file, symlink or special file that passes through.
@@ -71,7 +73,41 @@ func (b localBackend) list(dir string, names []string) ([]backendEntry, error) {
 		}
 		out = append(out, backendEntry{name: name, dir: st.Mode&syscall.S_IFMT == syscall.S_IFDIR, meta: st})
 	}
+	if all {
+		b.probeAll(dir, out)
+	}
 	return out, nil
+}
+
+// probeParallelLocal is how many containers a listing probes at once: a
+// cold probe waits for the disk.
+const probeParallelLocal = 8
+
+// probeAll probes the regular files of a listing that have a container
+// suffix, in parallel, so that mapping their names finds the probes
+// made; the failures are left for that mapping to meet again.
+func (b localBackend) probeAll(dir string, ents []backendEntry) {
+	var todo []backendEntry
+	for _, e := range ents {
+		if _, suffixed := stemView(e.name); suffixed && e.meta.(*syscall.Stat_t).Mode&syscall.S_IFMT == syscall.S_IFREG {
+			todo = append(todo, e)
+		}
+	}
+	if len(todo) < 2 {
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(probeParallelLocal, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(len(todo)); i = next.Add(1) - 1 {
+				b.probe(dir, todo[i])
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // probe opens a regular file or a directory (a sparse frame) once per
@@ -99,12 +135,58 @@ func (d *dirNode) resolve(name string) (*entry, syscall.Errno) {
 	return lookupEntry(localBackend{d.fs}, d.path(), name)
 }
 
+// resolveKept is resolve for the read side (lookups, a node's disk
+// path): while the directory is as its last listing found it, the name
+// is found among that listing's names with one stat of the directory.
+// A name shown raw although it has a container suffix is resolved in
+// full: it may have become readable in place. The caller checks that a
+// compressed entry still probes readable (see Lookup).
+func (d *dirNode) resolveKept(name string) (e *entry, kept bool, errno syscall.Errno) {
+	if len(name) > nameMax {
+		return nil, false, syscall.ENAMETOOLONG
+	}
+	dir := d.path()
+	if e, found, ok := d.names.get(dir, name); ok {
+		if !found {
+			return nil, true, syscall.ENOENT
+		}
+		if _, suffixed := stemView(e.disk); e.compressed || !suffixed {
+			return e, true, 0
+		}
+	}
+	e, errno = lookupEntry(localBackend{d.fs}, dir, name)
+	return e, false, errno
+}
+
 // Lookup finds a child by its view name.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	e, errno := d.resolve(name)
+	e, kept, errno := d.resolveKept(name)
 	if errno != 0 {
 		return nil, errno
 	}
+	ch, errno := d.lookupResolved(ctx, name, e, out)
+	if errno == errStaleName && kept {
+		// The kept names no longer hold (a file stopped parsing in
+		// place): resolve in full.
+		d.names.drop()
+		if e, errno = d.resolve(name); errno != 0 {
+			return nil, errno
+		}
+		ch, errno = d.lookupResolved(ctx, name, e, out)
+	}
+	if errno == errStaleName {
+		return d.LoopbackNode.Lookup(ctx, e.disk, out)
+	}
+	return ch, errno
+}
+
+// errStaleName is lookupResolved's answer for a compressed entry that no
+// longer probes readable.
+const errStaleName = syscall.Errno(0x7fff)
+
+// lookupResolved makes (or finds) the node of the view name name, which
+// leads to e.
+func (d *dirNode) lookupResolved(ctx context.Context, name string, e *entry, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if !e.compressed {
 		return d.LoopbackNode.Lookup(ctx, e.disk, out)
 	}
@@ -118,7 +200,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, errnoOf(err)
 	}
 	if !pr.ok {
-		return d.LoopbackNode.Lookup(ctx, e.disk, out)
+		return nil, errStaleName
 	}
 	n := &blobNode{fs: d.fs, disk: e.disk, sparse: e.dir, dir: d, ino: st.Ino}
 	id := d.fs.blobID(p, &st)
@@ -153,20 +235,105 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 			}
 		}
 	}
-	// The name depends on its siblings (collisions): cache it briefly;
-	// the attributes change only through the mount: cache them long.
-	out.SetEntryTimeout(d.fs.opts.AttrTimeout)
+	// The attributes change only through the mount: cache them long
+	// (not at all for a hard-linked file: see attrTimeout). So the name
+	// (at least as long as a plain entry's): it depends on its siblings
+	// too (collisions), but a sibling that appears behind the mount
+	// changes the directory, and the next listing of it drops the names
+	// that now lead elsewhere (dropMoved).
+	out.SetEntryTimeout(max(d.fs.attrTimeout(&st), d.fs.opts.AttrTimeout))
 	out.SetAttrTimeout(d.fs.attrTimeout(&st))
 	return child, 0
 }
 
-// OpendirHandle lists the directory with mapped names.
+// OpendirHandle lists the directory with mapped names. While the
+// directory is unchanged since a listing the kernel was allowed to keep
+// (FOPEN_CACHE_DIR), the kernel is told to keep it, and the listing is
+// made only if the kernel asks for entries after all (it dropped its
+// copy). A listing of a changed directory drops the kernel's copy first.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	dir := d.path()
-	mapped, errno := viewEntries(localBackend{d.fs}, dir, nil)
-	if errno != 0 {
+	h := &listHandle{d: d, dir: dir}
+	sig, same := d.names.current(dir)
+	d.names.mu.Lock()
+	listed := same && d.names.listed
+	d.names.mu.Unlock()
+	if listed {
+		d.fs.stats.dirsKept.Add(1)
+		return h, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	}
+	if errno := h.load(); errno != 0 {
 		return nil, 0, errno
 	}
+	d.dropMoved(h.mapped)
+	d.names.set(sig, h.mapped)
+	d.names.mu.Lock()
+	keep := d.names.valid && d.names.sig == sig
+	if keep {
+		d.names.listed = true
+	}
+	d.names.mu.Unlock()
+	// The kernel may hold a listing of an earlier state of the directory
+	// (changed behind the mount, within the directory's attribute
+	// timeout): drop it, so that the one given now is what it keeps.
+	d.NotifyContent(0, 0)
+	if !keep {
+		return h, 0, 0
+	}
+	return h, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// dropMoved tells the kernel to forget the names of the directory it
+// may hold (the children go-fuse knows) that no longer lead where they
+// did, as the listing mapped shows: a name gone, a compressed file's
+// name that now shows another disk entry or a plain one, or the other
+// way round. The kernel keeps compressed files' names long.
+func (d *dirNode) dropMoved(mapped []entry) {
+	kids := d.Children()
+	if len(kids) == 0 {
+		return
+	}
+	now := make(map[string]*entry, len(mapped))
+	for i := range mapped {
+		now[mapped[i].view] = &mapped[i]
+	}
+	var moved []string
+	for name, ch := range kids {
+		e := now[name]
+		if bn, ok := ch.Operations().(*blobNode); ok {
+			bn.mu.Lock()
+			disk := bn.disk
+			bn.mu.Unlock()
+			if e != nil && e.compressed && e.disk == disk {
+				continue
+			}
+		} else if e != nil && !e.compressed {
+			continue
+		}
+		moved = append(moved, name)
+	}
+	if len(moved) > 0 {
+		// Not within the OPENDIR: the kernel takes the directory's lock
+		// to drop a name.
+		go func() {
+			for _, name := range moved {
+				d.NotifyEntry(name)
+			}
+		}()
+	}
+}
+
+// load lists the directory, if it has not been listed yet.
+func (h *listHandle) load() syscall.Errno {
+	if h.ents != nil {
+		return 0
+	}
+	d, dir := h.d, h.dir
+	mapped, errno := viewEntries(localBackend{d.fs}, dir, nil)
+	if errno != 0 {
+		return errno
+	}
+	d.fs.stats.dirsListed.Add(1)
 	list := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
 	for _, e := range mapped {
 		st := e.meta.(*syscall.Stat_t)
@@ -179,22 +346,47 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHan
 	for i := range list {
 		list[i].Off = uint64(i + 1)
 	}
-	return &listHandle{ents: list, dir: dir}, 0, 0
+	h.ents, h.mapped = list, mapped
+	return 0
 }
 
-// listHandle serves a directory listing made at opendir.
+// listHandle serves a directory listing made at opendir, or when first
+// read (see OpendirHandle).
 type listHandle struct {
-	mu   sync.Mutex
-	ents []fuse.DirEntry
-	pos  int
-	dir  string // the source directory, for fsync
+	d      *dirNode
+	mu     sync.Mutex
+	ents   []fuse.DirEntry
+	mapped []entry // the entries after "." and "..", in the order of ents
+	pos    int
+	dir    string // the source directory, for fsync
 }
 
 var (
 	_ = (gofs.FileReaddirenter)((*listHandle)(nil))
 	_ = (gofs.FileSeekdirer)((*listHandle)(nil))
 	_ = (gofs.FileFsyncdirer)((*listHandle)(nil))
+	_ = (gofs.FileLookuper)((*listHandle)(nil))
 )
+
+// Lookup answers the lookup of READDIRPLUS of the entry Readdirent
+// returned last, from the listing: no search for its disk name.
+func (h *listHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	h.mu.Lock()
+	var e *entry
+	if i := h.pos - 3; i >= 0 && i < len(h.mapped) && h.mapped[i].view == name {
+		c := h.mapped[i]
+		e = &c
+	}
+	h.mu.Unlock()
+	if e == nil {
+		return h.d.Lookup(ctx, name, out)
+	}
+	ch, errno := h.d.lookupResolved(ctx, name, e, out)
+	if errno == errStaleName {
+		return h.d.Lookup(ctx, name, out)
+	}
+	return ch, errno
+}
 
 // Fsyncdir syncs the source directory.
 func (h *listHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
@@ -205,6 +397,9 @@ func (h *listHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 func (h *listHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if errno := h.load(); errno != 0 {
+		return nil, errno
+	}
 	if h.pos >= len(h.ents) {
 		return nil, 0
 	}
@@ -217,6 +412,9 @@ func (h *listHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Er
 func (h *listHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if errno := h.load(); errno != 0 {
+		return errno
+	}
 	h.pos = int(min(off, uint64(len(h.ents))))
 	return 0
 }

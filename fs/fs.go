@@ -265,7 +265,7 @@ func New(source string, opts Options) (gofs.InodeEmbedder, *FS, error) {
 		return nil, nil, fmt.Errorf("parameters for new files: %w", err)
 	}
 	f := &FS{opts: opts, source: abs, cache: cache.New[pack.BlockKey](opts.CacheSize), token: newToken(), inoMap: map[gofs.StableAttr]gofs.StableAttr{}}
-	f.probes, _ = lru.New[probeKey, *probe](1 << 16)
+	f.probes, _ = lru.New[probeKey, *probe](maxProbes)
 	f.stats.start = time.Now()
 	f.root = &gofs.LoopbackRoot{Path: abs, Dev: uint64(st.Dev)}
 	f.root.NewNode = f.newNode

@@ -139,7 +139,7 @@ func NewRemote(store *remote.Store, prefix string, opts Options) (gofs.InodeEmbe
 		uid:    uint32(os.Getuid()),
 		gid:    uint32(os.Getgid()),
 	}
-	r.probes, _ = lru.New[string, *probe](1 << 16)
+	r.probes, _ = lru.New[string, *probe](maxProbes)
 	r.zprobes, _ = lru.New[string, *zarrProbe](1 << 14)
 	r.cons, _ = lru.New[string, *consolidated](64)
 	return &remoteDir{r: r, prefix: prefix}, r

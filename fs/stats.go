@@ -39,6 +39,7 @@ type Stats struct {
 	// daemon since.
 	Passthrough []string       `json:"passthrough"`
 	ReadAhead   ReadAheadStats `json:"read_ahead"`
+	Listing     ListingStats   `json:"listing"`
 	// Remote is what a remote mount asked of the object store (nil for a
 	// local mount).
 	Remote *RemoteStats `json:"remote,omitempty"`
@@ -84,11 +85,25 @@ type ReadAheadStats struct {
 	Hits int64 `json:"hits"`
 }
 
+// ListingStats count what listing directories cost.
+type ListingStats struct {
+	// Listed counts directory listings made; Kept counts opens of a
+	// directory whose listing the kernel was told to keep (unchanged
+	// since the kernel was given it), which cost no listing.
+	Listed int64 `json:"listed"`
+	Kept   int64 `json:"kept"`
+	// Probed counts containers opened to learn their plain size; a
+	// listing of files probed before (same inode, size and times) opens
+	// none.
+	Probed int64 `json:"probed"`
+}
+
 // counters are the mount's own counters (the cache keeps its own).
 type counters struct {
 	start                            time.Time
 	openFiles                        atomic.Int64
 	aheadRuns, aheadBytes, aheadHits atomic.Int64
+	dirsListed, dirsKept, probed     atomic.Int64
 	codecs                           sync.Map // codec name → *codecCounter
 
 	passMu sync.Mutex
@@ -117,6 +132,7 @@ func (f *FS) Stats() Stats {
 		Codecs:    map[string]CodecStat{},
 		OpenFiles: f.stats.openFiles.Load(),
 		ReadAhead: ReadAheadStats{Runs: f.stats.aheadRuns.Load(), Bytes: f.stats.aheadBytes.Load(), Hits: f.stats.aheadHits.Load()},
+		Listing:   ListingStats{Listed: f.stats.dirsListed.Load(), Kept: f.stats.dirsKept.Load(), Probed: f.stats.probed.Load()},
 	}
 	if f.remote != nil {
 		s.Remote = f.remote()

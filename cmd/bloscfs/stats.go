@@ -115,6 +115,9 @@ func printStats(w io.Writer, mnt string, s bfs.Stats) {
 	}
 	rows = append(rows, row{"read-ahead", fmt.Sprintf("%s started, %s asked for; %d %s already decoded by one",
 		plural(ra.Runs, "read-ahead", "read-aheads"), mib(ra.Bytes), ra.Hits, found)})
+	l := s.Listing
+	rows = append(rows, row{"listing", fmt.Sprintf("%s made, %s kept by the kernel; %s opened to learn their plain size",
+		plural(l.Listed, "directory listing", "directory listings"), plural(l.Kept, "listing", "listings"), plural(l.Probed, "container", "containers"))})
 	if r := s.Remote; r != nil {
 		rows = append(rows, row{"remote", fmt.Sprintf("%s, %s fetched", plural(r.Requests, "request", "requests"), mib(r.FetchedBytes))})
 	}
