@@ -19,6 +19,7 @@ FUZZ_TARGETS := \
 	./blosc:FuzzDecode \
 	./blosc/blosclz:FuzzDecompress \
 	./blosc/blosclz:FuzzRoundTrip \
+	./blosc/lz4fast:FuzzCompress \
 	./shuffle:FuzzShuffleRoundTrip \
 	./pack/bloscpack:FuzzOpen \
 	./pack/frame:FuzzOpenFrame \
