@@ -94,10 +94,11 @@ func hash5(seq uint64) uint32 { return uint32(seq << 24 * prime5 >> (64 - hashLo
 // before the end of src; table entries are earlier positions.
 func search16(t *[1 << hashLog16]uint16, src []byte, ip, limit int) (pos, match int, ok bool) {
 	fip := ip
-	fh := hash4(load32(src, fip))
+	fv := load32(src, fip)
+	fh := hash4(fv) & (1<<hashLog16 - 1)
 	step, nb := 1, 1<<skipTrigger
 	for {
-		h := fh
+		v, h := fv, fh
 		cur := fip
 		fip += step
 		step = nb >> skipTrigger
@@ -105,10 +106,11 @@ func search16(t *[1 << hashLog16]uint16, src []byte, ip, limit int) (pos, match 
 		if fip > limit {
 			return 0, 0, false
 		}
-		m := int(t[h&(1<<hashLog16-1)])
-		fh = hash4(load32(src, fip))
-		t[h&(1<<hashLog16-1)] = uint16(cur)
-		if load32(src, m) == load32(src, cur) {
+		m := int(t[h])
+		fv = load32(src, fip)
+		fh = hash4(fv) & (1<<hashLog16 - 1)
+		t[h] = uint16(cur)
+		if load32(src, m) == v {
 			return cur, m, true
 		}
 	}
@@ -118,10 +120,11 @@ func search16(t *[1 << hashLog16]uint16, src []byte, ip, limit int) (pos, match 
 // candidates more than distanceMax back.
 func search32(t *[1 << hashLog32]uint32, src []byte, ip, limit int) (pos, match int, ok bool) {
 	fip := ip
-	fh := hash5(load64(src, fip))
+	fv := load64(src, fip)
+	fh := hash5(fv) & (1<<hashLog32 - 1)
 	step, nb := 1, 1<<skipTrigger
 	for {
-		h := fh
+		v, h := fv, fh
 		cur := fip
 		fip += step
 		step = nb >> skipTrigger
@@ -129,11 +132,11 @@ func search32(t *[1 << hashLog32]uint32, src []byte, ip, limit int) (pos, match 
 		if fip > limit {
 			return 0, 0, false
 		}
-		m := int(t[h&(1<<hashLog32-1)])
-		fv := load64(src, fip)
-		fh = hash5(fv)
-		t[h&(1<<hashLog32-1)] = uint32(cur)
-		if m+distanceMax >= cur && load32(src, m) == load32(src, cur) {
+		m := int(t[h])
+		fv = load64(src, fip)
+		fh = hash5(fv) & (1<<hashLog32 - 1)
+		t[h] = uint32(cur)
+		if m+distanceMax >= cur && load32(src, m) == uint32(v) {
 			return cur, m, true
 		}
 	}
