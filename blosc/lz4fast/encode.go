@@ -95,7 +95,7 @@ func hash5(seq uint64) uint32 { return uint32(seq << 24 * prime5 >> (64 - hashLo
 func search16(t *[1 << hashLog16]uint16, src []byte, ip, limit int) (pos, match int, ok bool) {
 	fip := ip
 	fv := load32(src, fip)
-	fh := hash4(fv) & (1<<hashLog16 - 1)
+	fh := hash4(fv)
 	step, nb := 1, 1<<skipTrigger
 	for {
 		v, h := fv, fh
@@ -106,10 +106,10 @@ func search16(t *[1 << hashLog16]uint16, src []byte, ip, limit int) (pos, match 
 		if fip > limit {
 			return 0, 0, false
 		}
-		m := int(t[h])
+		m := int(t[h&(1<<hashLog16-1)])
 		fv = load32(src, fip)
-		fh = hash4(fv) & (1<<hashLog16 - 1)
-		t[h] = uint16(cur)
+		fh = hash4(fv)
+		t[h&(1<<hashLog16-1)] = uint16(cur)
 		if load32(src, m) == v {
 			return cur, m, true
 		}
@@ -121,7 +121,7 @@ func search16(t *[1 << hashLog16]uint16, src []byte, ip, limit int) (pos, match 
 func search32(t *[1 << hashLog32]uint32, src []byte, ip, limit int) (pos, match int, ok bool) {
 	fip := ip
 	fv := load64(src, fip)
-	fh := hash5(fv) & (1<<hashLog32 - 1)
+	fh := hash5(fv)
 	step, nb := 1, 1<<skipTrigger
 	for {
 		v, h := fv, fh
@@ -132,10 +132,10 @@ func search32(t *[1 << hashLog32]uint32, src []byte, ip, limit int) (pos, match 
 		if fip > limit {
 			return 0, 0, false
 		}
-		m := int(t[h])
+		m := int(t[h&(1<<hashLog32-1)])
 		fv = load64(src, fip)
-		fh = hash5(fv) & (1<<hashLog32 - 1)
-		t[h] = uint32(cur)
+		fh = hash5(fv)
+		t[h&(1<<hashLog32-1)] = uint32(cur)
 		if m+distanceMax >= cur && load32(src, m) == uint32(v) {
 			return cur, m, true
 		}
