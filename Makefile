@@ -155,11 +155,11 @@ purego:
 # whole grids of the tests that keep every decoder inside its output and
 # the parallel decode paths equal to a serial decode (under -race they run
 # on smaller grids: the stores they check are in assembly, which the
-# detector does not see), and fs's tests of a GiB or more, which skip
-# under -race. blosc's canary grid runs in simd, integration's in
-# integration.
+# detector does not see), fs's tests of a GiB or more, which skip under
+# -race, and remote's listing of 100,000 objects (20,000 under -race).
+# blosc's canary grid runs in simd, integration's in integration.
 canary:
-	$(GO) test -count=1 -timeout 30m -run 'Canary|ParallelPaths|ParallelDecode|DemoteUnshuffled|RemoteSequentialGETs|HostileHugeChunkWrite' ./pack/all/ ./fs/
+	$(GO) test -count=1 -timeout 30m -run 'Canary|ParallelPaths|ParallelDecode|DemoteUnshuffled|RemoteSequentialGETs|HostileHugeChunkWrite|List100k' ./pack/all/ ./fs/ ./remote/
 
 # fuzz runs each fuzz target for FUZZTIME (go test -fuzz takes one target
 # of one package at a time). Go's fuzzer can end a run on a loaded machine

@@ -178,28 +178,42 @@ func TinyChunks(path string, n int) error {
 	return f.Close()
 }
 
+// files are the crafted files of WriteAll, by the names the tests use.
+var files = []struct {
+	name string
+	f    func() ([]byte, error)
+}{
+	{"special_huge_block.blosc", func() ([]byte, error) { return SpecialHugeBlock(), nil }},
+	{"big_block.blosc", func() ([]byte, error) { return BigBlock(16 << 20) }},
+	{"zero_32pib.b2frame", ZeroFrame},
+	{"many_blocks.b2frame", func() ([]byte, error) { return ManyBlocks(2000) }},
+	{"vlmeta_bomb.b2frame", func() ([]byte, error) { return VLMetaBomb(40, 20<<20) }},
+}
+
+// Write writes the crafted file of WriteAll called name into dir, and
+// returns its path.
+func Write(dir, name string) (string, error) {
+	for _, m := range files {
+		if m.name != name {
+			continue
+		}
+		b, err := m.f()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", m.name, err)
+		}
+		p := filepath.Join(dir, m.name)
+		return p, os.WriteFile(p, b, 0o644)
+	}
+	return "", fmt.Errorf("%s: no such crafted file", name)
+}
+
 // WriteAll writes every crafted file into dir under the names the tests
 // use, and returns their names. tinyChunks sets the size of the
 // one-byte-chunk frame.
 func WriteAll(dir string, tinyChunks int) ([]string, error) {
-	type mk struct {
-		name string
-		f    func() ([]byte, error)
-	}
-	files := []mk{
-		{"special_huge_block.blosc", func() ([]byte, error) { return SpecialHugeBlock(), nil }},
-		{"big_block.blosc", func() ([]byte, error) { return BigBlock(16 << 20) }},
-		{"zero_32pib.b2frame", ZeroFrame},
-		{"many_blocks.b2frame", func() ([]byte, error) { return ManyBlocks(2000) }},
-		{"vlmeta_bomb.b2frame", func() ([]byte, error) { return VLMetaBomb(40, 20<<20) }},
-	}
 	var names []string
 	for _, m := range files {
-		b, err := m.f()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", m.name, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, m.name), b, 0o644); err != nil {
+		if _, err := Write(dir, m.name); err != nil {
 			return nil, err
 		}
 		names = append(names, m.name)
