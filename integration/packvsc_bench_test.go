@@ -73,19 +73,7 @@ const packVsCRounds = 3
 // is appended to BLOSCFS_BENCH_TABLE. It skips when BLOSCFS_CBLOSC2 is
 // unset.
 func BenchmarkPackVsC(b *testing.B) {
-	if skipReason != "" {
-		b.Skip(skipReason)
-	}
-	if setupErr != "" {
-		b.Fatal(setupErr)
-	}
-	lib := os.Getenv("BLOSCFS_CBLOSC2")
-	if lib == "" {
-		b.Skip("BLOSCFS_CBLOSC2 is unset: set it to c-blosc2's libblosc2.so to compare pack with blosc2_compress")
-	}
-	if _, err := os.Stat(lib); err != nil {
-		b.Fatalf("BLOSCFS_CBLOSC2 names no c-blosc2 shared library: %v", err)
-	}
+	lib := cblosc2(b, "to compare pack with blosc2_compress")
 	py := testutil.Python(b, "numpy")
 	size := int64(256 << 20)
 	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {

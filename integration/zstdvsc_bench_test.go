@@ -171,6 +171,27 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
+// cblosc2 returns the c-blosc2 shared library that BLOSCFS_CBLOSC2
+// names, after the integration set-up's checks; unset, the benchmark
+// skips, saying what the library is for.
+func cblosc2(b *testing.B, forWhat string) string {
+	b.Helper()
+	if skipReason != "" {
+		b.Skip(skipReason)
+	}
+	if setupErr != "" {
+		b.Fatal(setupErr)
+	}
+	lib := os.Getenv("BLOSCFS_CBLOSC2")
+	if lib == "" {
+		b.Skip("BLOSCFS_CBLOSC2 is not set: it names the libblosc2.so of a c-blosc2 build, " + forWhat)
+	}
+	if _, err := os.Stat(lib); err != nil {
+		b.Fatalf("BLOSCFS_CBLOSC2 names no c-blosc2 shared library: %v", err)
+	}
+	return lib
+}
+
 // vsCRounds is how many interleaved pairs each row of BenchmarkDecodeVsC
 // takes its median ratio over.
 const vsCRounds = 5
@@ -196,19 +217,7 @@ const vsCRounds = 5
 // BLOSCFS_BENCH_SIZE MiB per data set (256 by default). Needs root for the
 // mount rows.
 func BenchmarkDecodeVsC(b *testing.B) {
-	if skipReason != "" {
-		b.Skip(skipReason)
-	}
-	if setupErr != "" {
-		b.Fatal(setupErr)
-	}
-	lib := os.Getenv("BLOSCFS_CBLOSC2")
-	if lib == "" {
-		b.Skip("BLOSCFS_CBLOSC2 is not set: it names the libblosc2.so of a c-blosc2 build, whose frames and decoder these rows compare with")
-	}
-	if _, err := os.Stat(lib); err != nil {
-		b.Fatalf("BLOSCFS_CBLOSC2 names no c-blosc2 shared library: %v", err)
-	}
+	lib := cblosc2(b, "whose frames and decoder these rows compare with")
 	driver, why := buildCDriver(b, lib)
 	if why != "" {
 		b.Skip(why)
