@@ -114,7 +114,7 @@ unit:
 	$(GO) test -count=1 -timeout 30m ./...
 
 # RACE_PKGS are the packages race runs under the race detector: all but
-# - the codecs (shuffle/, blosc/, blosc/blosclz), which start no goroutine
+# - the codecs (shuffle/, blosc/, blosc/blosclz, blosc/lz4fast), which start no goroutine
 #   and whose hot loops are in assembly or single-threaded, so that the
 #   detector has nothing to see in their own tests (it sees their code run
 #   on many goroutines in pack/all's and fs's tests). Their tests run in
@@ -125,7 +125,7 @@ unit:
 #   tests' own harness. They run in the integration step; the one that
 #   runs a daemon built with -race (TestConcurrentReadersRace) runs there.
 # - internal/hostile, which writes files on one goroutine (integration).
-RACE_PKGS = $(shell $(GO) list ./... | grep -v -x -e '.*/shuffle' -e '.*/blosc' -e '.*/blosc/blosclz' -e '.*/integration' -e '.*/integration/.*' -e '.*/internal/hostile')
+RACE_PKGS = $(shell $(GO) list ./... | grep -v -x -e '.*/shuffle' -e '.*/blosc' -e '.*/blosc/.*' -e '.*/integration' -e '.*/integration/.*' -e '.*/internal/hostile')
 
 race:
 	$(GO) test -count=1 -race -timeout 30m $(RACE_PKGS)
