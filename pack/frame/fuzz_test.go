@@ -20,6 +20,13 @@ import (
 // metadata, and copies every chunk into a new frame that must reopen
 // with the same content. Nothing may panic or allocate without bound.
 func FuzzOpenFrame(f *testing.F) {
+	if raceEnabled {
+		// Writing and decoding the seeds (every fixture, an 800 MiB metadata
+		// bomb) takes minutes under the detector, on one goroutine each,
+		// with nothing for it to see. make purego and make fuzz run them
+		// without it.
+		f.Skip("runs without the race detector (make purego, make fuzz)")
+	}
 	for _, fx := range loadFixtures(f) {
 		switch {
 		case fx.IsDir:
@@ -44,12 +51,6 @@ func FuzzOpenFrame(f *testing.F) {
 		f.Fatal("writing the vlmetalayer seed failed")
 	}
 	const limit = 16 << 20
-	if raceEnabled {
-		// The seeds decode every fixture and a 800 MiB metadata bomb, one
-		// goroutine each: minutes under the detector, nothing for it to
-		// see. make purego and make fuzz run them without it.
-		f.Skip("runs without the race detector (make purego, make fuzz)")
-	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		mem := testutil.StartAlloc()
 		var own uint64 // what this target allocates itself
