@@ -245,8 +245,8 @@ func fusermount() (string, error) {
 // happens when the daemon exits, however it exits. If a bloscfs mount is
 // then still at dir and dead (its daemon gone, a look at it fails with
 // ENOTCONN), it unmounts it lazily, so that dir is an empty directory
-// again; a mount that was unmounted cleanly, or one that answers, is left
-// alone. The daemon may write the mount's device ("MAJOR:MINOR") once it
+// again; a mount that was unmounted cleanly, or one that still answers
+// after watchGrace, is left alone. The daemon may write the mount's device ("MAJOR:MINOR") once it
 // is mounted; the watcher then unmounts only that mount.
 //
 // fusermount3's own auto_unmount is not used: the fusermount3 of fuse
@@ -263,11 +263,30 @@ func WatchAutoUnmount(dir string, r io.Reader) error {
 	if dev != "" && dev != fmt.Sprintf("%d:%d", m.Major, m.Minor) {
 		return nil // another mount now
 	}
-	if !deadMount(dir) {
-		return nil
+	// The pipe ends when the dying daemon closes it, which may come just
+	// before it closes /dev/fuse: until then the connection stands, and a
+	// stat answered from the kernel's attribute cache succeeds. So a
+	// mount that answers is looked at again for a while.
+	for deadline := time.Now().Add(watchGrace); ; {
+		switch ProbeMount(dir, 2*time.Second) {
+		case MountDead:
+			return Unmount(dir, true)
+		case MountHung:
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+		if m2, ok, err := MountAt(dir); err != nil || !ok || m2.Major != m.Major || m2.Minor != m.Minor {
+			return err // unmounted meanwhile, or another mount now
+		}
 	}
-	return Unmount(dir, true)
 }
+
+// watchGrace is how long the watcher keeps looking at a mount that still
+// answers once the daemon's end of the pipe is closed.
+const watchGrace = 2 * time.Second
 
 // MountDevice returns the device of the mount at dir as "MAJOR:MINOR",
 // from /proc/self/mountinfo ("" if nothing is mounted there).
