@@ -1,0 +1,5 @@
+//go:build !purego
+
+package all
+
+const puregoBuild = false
