@@ -223,8 +223,8 @@ func withLoopback(b *testing.B, loopback, src string, fn func(mnt string)) {
 	fn(mnt)
 }
 
-// withFreshMountPid is withFreshMount that also gives fn the daemon's
-// process id.
+// withFreshMountPid mounts src in the foreground, runs fn on the mount
+// point and the daemon's process id, and unmounts.
 func withFreshMountPid(b *testing.B, src string, fn func(mnt string, pid int)) {
 	b.Helper()
 	mnt := filepath.Join(b.TempDir(), "mnt")

@@ -439,30 +439,7 @@ func formatTable(rows [][]string) string {
 // point, and unmounts.
 func withFreshMount(b *testing.B, src string, fn func(mnt string)) {
 	b.Helper()
-	mnt := filepath.Join(b.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	cmd := exec.Command(bin, "mount", "-f", "--log", filepath.Join(b.TempDir(), "log"), src, mnt)
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	register(mnt, cmd.Process.Pid)
-	defer func() {
-		if isMounted(mnt) {
-			if err := exec.Command(bin, "unmount", mnt).Run(); err != nil {
-				exec.Command("umount", "-l", mnt).Run()
-			}
-		}
-		cmd.Wait()
-		liveMu.Lock()
-		delete(live, mnt)
-		liveMu.Unlock()
-	}()
-	for deadline := time.Now().Add(30 * time.Second); !isMounted(mnt); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatalf("%s not mounted after 30s", mnt)
-		}
-	}
-	fn(mnt)
+	withFreshMountPid(b, src, func(mnt string, _ int) { fn(mnt) })
 }
 
 // random4K returns the median time of 4 KiB reads at random offsets of
