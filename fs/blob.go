@@ -27,6 +27,9 @@ type probeKey struct {
 	path                 string
 	dev, ino             uint64
 	size, mtimeN, ctimeN int64
+	// via is the id of the consolidated metadata the probe was made
+	// from (see consolidatedProbe), 0 for a probe of the entry itself.
+	via uint64
 }
 
 // maxProbes bounds the probes kept: one per container of the
@@ -52,6 +55,9 @@ func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 			if pack.Transient(err) {
 				return &probe{}, err
 			}
+			if p, _, ok := f.consolidatedProbe(path); ok {
+				return p, nil
+			}
 			meta := zarr.ArrayMetaFile(path)
 			if meta == "" {
 				return &probe{}, nil
@@ -61,7 +67,7 @@ func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 			}
 		}
 	}
-	key := probeKey{path, uint64(kst.Dev), kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec, kst.Ctim.Sec*1e9 + kst.Ctim.Nsec}
+	key := probeKey{path, uint64(kst.Dev), kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec, kst.Ctim.Sec*1e9 + kst.Ctim.Nsec, 0}
 	if p, ok := f.probes.Get(key); ok {
 		return p, nil
 	}
@@ -536,6 +542,12 @@ func (n *blobNode) acquireLocked() syscall.Errno {
 		}
 		c.setCodec(v.Container.Info().Codec)
 		n.setView(v, p)
+		if n.fs.recheckZarr(p, v) {
+			// The size the kernel holds came from out-of-date
+			// consolidated metadata: it asks again (no request is
+			// sent back to the mount meanwhile).
+			n.NotifyContent(-1, 0)
+		}
 	}
 	n.refs++
 	return 0
