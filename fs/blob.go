@@ -49,21 +49,16 @@ func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 	kst := *st
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		// A sparse frame changes through its chunks.b2frame, a Zarr
-		// array through its .zarray or zarr.json. Any other directory
-		// is a plain one, and nothing to log.
+		// array through its .zarray or zarr.json (consolidated
+		// metadata of a group above may answer without opening it:
+		// probeZarrDir). Any other directory is a plain one, and
+		// nothing to log.
 		if err := syscall.Lstat(filepath.Join(path, "chunks.b2frame"), &kst); err != nil {
 			if pack.Transient(err) {
 				return &probe{}, err
 			}
-			if p, _, ok := f.consolidatedProbe(path); ok {
+			if p, _, done := f.probeZarrDir(path, &kst); done {
 				return p, nil
-			}
-			meta := zarr.ArrayMetaFile(path)
-			if meta == "" {
-				return &probe{}, nil
-			}
-			if err := syscall.Lstat(filepath.Join(path, meta), &kst); err != nil {
-				return &probe{}, nil
 			}
 		}
 	}

@@ -57,7 +57,7 @@ type localCons struct {
 	// docs maps keys relative to the group ("a/.zarray", "a/b/zarr.json")
 	// to their documents; nil when the file has none, or none usable.
 	docs  map[string]json.RawMessage
-	group bool   // a zarr.json of node_type group (with or without docs)
+	node  string // a zarr.json's node_type ("group", "array"), "" for a .zmetadata
 	mtime int64  // of the file, in nanoseconds
 	size  int64  // bytes read, for consBudget
 	id    uint64 // this version, as loaded (never 0)
@@ -73,24 +73,47 @@ const (
 	maxCons    = 1024
 )
 
-// consCache keeps parsed versions of consolidated metadata files.
+// consCache keeps parsed versions of files that may hold consolidated
+// metadata: those that do (docs), and apart from them, so that a listing
+// of many arrays does not push them out, the others (a .zmetadata that
+// is not used, the zarr.json of an array or of a group without any).
 type consCache struct {
-	c     *lru.Cache[consKey, *localCons]
-	bytes atomic.Int64
+	docs, small *lru.Cache[consKey, *localCons]
+	bytes       atomic.Int64
 }
 
 func newConsCache() *consCache {
 	cc := &consCache{}
-	cc.c, _ = lru.NewWithEvict[consKey, *localCons](maxCons, func(_ consKey, c *localCons) { cc.bytes.Add(-c.size) })
+	cc.docs, _ = lru.NewWithEvict[consKey, *localCons](maxCons, func(_ consKey, c *localCons) { cc.bytes.Add(-c.size) })
+	cc.small, _ = lru.New[consKey, *localCons](maxProbes)
 	return cc
 }
 
-func (cc *consCache) add(k consKey, c *localCons) {
-	cc.bytes.Add(c.size)
-	cc.c.Add(k, c)
-	for cc.bytes.Load() > consBudget && cc.c.Len() > 1 {
-		cc.c.RemoveOldest()
+func (cc *consCache) get(k consKey) (*localCons, bool) {
+	if c, ok := cc.small.Get(k); ok {
+		return c, true
 	}
+	return cc.docs.Get(k)
+}
+
+// add keeps c as the version k, unless another caller kept one first:
+// it returns the one kept.
+func (cc *consCache) add(k consKey, c *localCons) *localCons {
+	if c.docs == nil {
+		prev, found, _ := cc.small.PeekOrAdd(k, c)
+		if found {
+			return prev
+		}
+		return c
+	}
+	if prev, found, _ := cc.docs.PeekOrAdd(k, c); found {
+		return prev
+	}
+	cc.bytes.Add(c.size)
+	for cc.bytes.Load() > consBudget && cc.docs.Len() > 1 {
+		cc.docs.RemoveOldest()
+	}
+	return c
 }
 
 // maxConsDepth bounds how many groups above an array are looked at for
@@ -116,7 +139,7 @@ func (f *FS) consolidatedFor(path string) (*localCons, string) {
 		if zj != nil && zj.docs != nil {
 			return zj, rel
 		}
-		group := zmok || zj != nil && zj.group
+		group := zmok || zj != nil && zj.node == "group"
 		if !group && !zjok {
 			var st syscall.Stat_t
 			group = syscall.Lstat(filepath.Join(dir, ".zgroup"), &st) == nil
@@ -142,14 +165,13 @@ func (f *FS) loadCons(dir, name string) (c *localCons, exists bool) {
 		return nil, false
 	}
 	key := consKey{p, verOf(&st)}
-	if c, ok := f.cons.c.Get(key); ok {
+	if c, ok := f.cons.get(key); ok {
 		return c, true
 	}
 	c = &localCons{mtime: key.ver.mtimeN, id: consIDs.Add(1)}
 	if st.Size > zarr.MaxMetaSize {
 		f.warnOnce("%s: consolidated metadata not used: %d bytes exceeds %d", p, st.Size, zarr.MaxMetaSize)
-		f.cons.add(key, c)
-		return c, true
+		return f.cons.add(key, c), true
 	}
 	file, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
@@ -167,8 +189,10 @@ func (f *FS) loadCons(dir, name string) (c *localCons, exists bool) {
 		var n struct {
 			NodeType string `json:"node_type"`
 		}
-		c.group = json.Unmarshal(b, &n) == nil && n.NodeType == "group"
-		if c.group && bytes.Contains(b, []byte(`"consolidated_metadata"`)) {
+		if json.Unmarshal(b, &n) == nil {
+			c.node = n.NodeType
+		}
+		if c.node == "group" && bytes.Contains(b, []byte(`"consolidated_metadata"`)) {
 			c.docs, err = zarr.ConsolidatedV3(b, p)
 			if errors.Is(err, zarr.ErrNotExist) {
 				err = nil
@@ -182,8 +206,7 @@ func (f *FS) loadCons(dir, name string) (c *localCons, exists bool) {
 	if c.docs == nil {
 		c.size = 0
 	}
-	f.cons.add(key, c)
-	return c, true
+	return f.cons.add(key, c), true
 }
 
 // noStore is the store of an array opened from consolidated metadata
@@ -198,35 +221,65 @@ func (noStore) GetRange(key string, off, n int64) ([]byte, error) {
 	return nil, fmt.Errorf("%s: %w", key, zarr.ErrNotExist)
 }
 
-// consolidatedProbe answers the probe of the directory path from the
-// consolidated metadata of a group above it, without opening any of its
-// files: an array, or a v3 group (whose zarr.json would otherwise be
-// read to tell). ok is false when the metadata do not describe path, or
-// its own metadata file is not strictly older than them (changed after
-// consolidation, or within the same tick of a coarse clock): the caller
-// then reads the directory's own metadata. key is the probe's key in
-// f.probes.
-func (f *FS) consolidatedProbe(path string) (p *probe, key probeKey, ok bool) {
+// probeZarrDir answers the probe of the directory path (not a sparse
+// frame), as far as it can without opening an array's metadata. done is
+// false when the caller must probe the array itself: meta then holds the
+// stat of its metadata file (.zarray or zarr.json), which that probe is
+// keyed by.
+//
+// A directory without a regular .zarray or zarr.json is no Zarr array.
+// A v3 directory's zarr.json is read once per version to tell a group
+// from an array (zarr.ArrayMetaFile would read it at each probe). An
+// array, or a v3 group, that consolidated metadata of a group above it
+// describe is answered from them (consolidatedProbe).
+func (f *FS) probeZarrDir(path string, meta *syscall.Stat_t) (p *probe, key probeKey, done bool) {
+	regular := func(name string) bool {
+		return syscall.Lstat(filepath.Join(path, name), meta) == nil && meta.Mode&syscall.S_IFMT == syscall.S_IFREG
+	}
+	v2 := regular(".zarray")
+	if !v2 && (!regular("zarr.json") || meta.Size > zarr.MaxMetaSize) {
+		return &probe{}, key, true
+	}
+	if p, key, ok := f.consolidatedProbe(path, meta, v2); ok {
+		return p, key, true
+	}
+	if !v2 {
+		zj, _ := f.loadCons(path, "zarr.json")
+		if zj == nil || zj.node != "array" {
+			return &probe{}, key, true
+		}
+	}
+	return nil, key, false
+}
+
+// consolidatedProbe answers the probe of the directory path, whose own
+// metadata file (.zarray when v2, else zarr.json) has the stat own, from
+// the consolidated metadata of a group above it: an array, or a v3
+// group. ok is false when there are none, they do not describe path, or
+// its own metadata file (or .zattrs) is not strictly older than them
+// (changed after consolidation, or within the same tick of a coarse
+// clock). key is the probe's key in f.probes.
+func (f *FS) consolidatedProbe(path string, own *syscall.Stat_t, v2 bool) (p *probe, key probeKey, ok bool) {
 	c, rel := f.consolidatedFor(path)
 	if c == nil {
 		return nil, key, false
 	}
-	older := func(st *syscall.Stat_t) bool {
-		return st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Mtim.Sec*1e9+st.Mtim.Nsec < c.mtime
+	older := func(st *syscall.Stat_t) bool { return st.Mtim.Sec*1e9+st.Mtim.Nsec < c.mtime }
+	if !older(own) {
+		return nil, key, false
 	}
-	var own syscall.Stat_t
 	var a *zarr.Array
 	var err error
-	if syscall.Lstat(filepath.Join(path, ".zarray"), &own) == nil {
+	if v2 {
 		doc, found := c.docs[rel+"/.zarray"]
-		if !found || !older(&own) {
+		if !found {
 			return nil, key, false
 		}
 		attrs, hasAttrs := c.docs[rel+"/.zattrs"]
 		var ast syscall.Stat_t
 		switch err := syscall.Lstat(filepath.Join(path, ".zattrs"), &ast); {
 		case err == nil:
-			if !hasAttrs || !older(&ast) {
+			if !hasAttrs || ast.Mode&syscall.S_IFMT != syscall.S_IFREG || !older(&ast) {
 				return nil, key, false
 			}
 		case err == syscall.ENOENT:
@@ -236,17 +289,17 @@ func (f *FS) consolidatedProbe(path string) (p *probe, key probeKey, ok bool) {
 		default:
 			return nil, key, false
 		}
-		key = consProbeKey(path, &own, c)
+		key = consProbeKey(path, own, c)
 		if p, ok := f.probes.Get(key); ok {
 			return p, key, true
 		}
 		a, err = zarr.OpenV2Meta(noStore{}, "", doc, attrs, pack.NoCache{})
-	} else if syscall.Lstat(filepath.Join(path, "zarr.json"), &own) == nil {
+	} else {
 		doc, found := c.docs[rel+"/zarr.json"]
-		if !found || !older(&own) || own.Size > zarr.MaxMetaSize {
+		if !found {
 			return nil, key, false
 		}
-		key = consProbeKey(path, &own, c)
+		key = consProbeKey(path, own, c)
 		if p, ok := f.probes.Get(key); ok {
 			return p, key, true
 		}
@@ -264,8 +317,6 @@ func (f *FS) consolidatedProbe(path string) (p *probe, key probeKey, ok bool) {
 		default:
 			return nil, key, false
 		}
-	} else {
-		return nil, key, false
 	}
 	if err != nil {
 		// What the array's own metadata say decides (and is logged).
@@ -295,9 +346,10 @@ func (f *FS) recheckZarr(path string, v *all.View) bool {
 	if _, ok := v.Container.(*zarr.DirArray); !ok {
 		return false
 	}
-	p, key, ok := f.consolidatedProbe(path)
-	if !ok {
-		return false
+	var own syscall.Stat_t
+	p, key, ok := f.probeZarrDir(path, &own)
+	if !ok || key.via == 0 {
+		return false // not answered from consolidated metadata
 	}
 	real := probeOf(v)
 	if p.ok && p.size == real.size && p.info.Format == real.info.Format && maps.Equal(p.zarr, real.zarr) && sameJSON(p.zarrAttrs, real.zarrAttrs) {

@@ -223,6 +223,7 @@ func TestLocalZarrConsolidated(t *testing.T) {
 	copyDir(t, "../testdata/zarr/zarrita/v3/blosc", filepath.Join(src, "v3"))
 	consolidateV3(t, filepath.Join(src, "v3"))
 	ageMetadata(t, filepath.Join(src, "v3"), "zarr.json")
+	copyDir(t, "../testdata/zarr/zarrita/v3/dims", filepath.Join(src, "dims"))
 	mnt, logs := mountSource(t, src)
 	w := watchOpens(t, src)
 
@@ -258,6 +259,14 @@ func TestLocalZarrConsolidated(t *testing.T) {
 	}
 	if zm := w.opens(t); len(zm) > 0 {
 		t.Errorf("files opened with nothing asked: %v", zm)
+	}
+	// Without consolidated metadata, a v3 array's zarr.json is read
+	// once per version to tell that it is an array, not at each probe.
+	lsl(t, filepath.Join(mnt, "dims"))
+	w.opens(t)
+	lsl(t, filepath.Join(mnt, "dims"))
+	if bad := metaOpens(w.opens(t), ""); len(bad) > 0 {
+		t.Errorf("ls -l of an unconsolidated v3 group listed before opened metadata again: %q", bad)
 	}
 	// Reading an array reads its own metadata, and the data are right.
 	for _, p := range []string{"g/a000", "g/a199", "g/sub/s2", "v3/zstd_shuffle"} {
