@@ -377,3 +377,119 @@ z[:] = np.arange(int(sys.argv[2])) * 0.5
 		}
 	}
 }
+
+// TestProbeZarrDir probes array directories of hand-written stores
+// against consolidated metadata that differ from the arrays' own (a
+// shape of 10 in the document, 20 in the .zarray), to tell which one
+// answered: the document only while the array's metadata files are
+// strictly older than it and it describes them, and never from above
+// the source.
+func TestProbeZarrDir(t *testing.T) {
+	zarray := func(n int) string {
+		return fmt.Sprintf(`{"zarr_format":2,"shape":[%d],"chunks":[5],"dtype":"<f8","compressor":null,"fill_value":0,"order":"C","filters":null}`, n)
+	}
+	zjson := func(n int) string {
+		return fmt.Sprintf(`{"zarr_format":3,"node_type":"array","shape":[%d],"data_type":"float64","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[5]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"bytes","configuration":{"endian":"little"}}]}`, n)
+	}
+	size := func(n int) int64 { return 128 + 8*int64(n) }
+	past := time.Now().Add(-time.Hour)
+	type store map[string]string
+	v2 := func() store {
+		return store{
+			"g/.zgroup": `{"zarr_format":2}`,
+			"g/.zmetadata": `{"zarr_consolidated_format":1,"metadata":{".zgroup":{"zarr_format":2},"a/.zarray":` + zarray(10) +
+				`,"sub/.zgroup":{"zarr_format":2},"sub/b/.zarray":` + zarray(10) + `,"t/.zarray":` + zarray(10) + `,"t/.zattrs":{"k":1}}}`,
+			"g/a/.zarray": zarray(20), "g/sub/.zgroup": `{"zarr_format":2}`, "g/sub/b/.zarray": zarray(20),
+			"g/t/.zarray": zarray(20), "g/t/.zattrs": `{"k":1}`, "g/c/.zarray": zarray(20),
+		}
+	}
+	v3 := store{
+		"h/zarr.json": `{"zarr_format":3,"node_type":"group","attributes":{},"consolidated_metadata":{"kind":"inline","metadata":{"a":` + zjson(10) +
+			`,"sub":{"zarr_format":3,"node_type":"group"},"sub/b":` + zjson(10) + `}}}`,
+		"h/a/zarr.json": zjson(20), "h/sub/zarr.json": `{"zarr_format":3,"node_type":"group"}`, "h/sub/b/zarr.json": zjson(20),
+		"p/zarr.json": `{"zarr_format":3,"node_type":"group"}`, "p/a/zarr.json": zjson(20),
+	}
+	for _, c := range []struct {
+		name   string
+		files  store
+		source string // below the temporary directory
+		path   string
+		change func(dir string) // after the files are written and aged
+		via    bool
+		size   int64 // 0: not an array
+		log    string
+	}{
+		{name: "v2", files: v2(), path: "g/a", via: true, size: size(10)},
+		{name: "v2 nested", files: v2(), path: "g/sub/b", via: true, size: size(10)},
+		{name: "v2 with attributes", files: v2(), path: "g/t", via: true, size: size(10)},
+		{name: "v2 group", files: v2(), path: "g/sub", size: 0},
+		{name: "v2 not consolidated", files: v2(), path: "g/c", size: size(20)},
+		{name: "v2 .zarray changed", files: v2(), path: "g/a", size: size(20), change: func(d string) { os.Chtimes(filepath.Join(d, "g/a/.zarray"), time.Now(), time.Now()) }},
+		{name: "v2 .zarray in the same tick", files: v2(), path: "g/a", size: size(20), change: func(d string) {
+			st, _ := os.Stat(filepath.Join(d, "g/.zmetadata"))
+			os.Chtimes(filepath.Join(d, "g/a/.zarray"), st.ModTime(), st.ModTime())
+		}},
+		{name: "v2 .zattrs changed", files: v2(), path: "g/t", size: size(20), change: func(d string) { os.Chtimes(filepath.Join(d, "g/t/.zattrs"), time.Now(), time.Now()) }},
+		{name: "v2 .zattrs removed", files: v2(), path: "g/t", size: size(20), change: func(d string) { os.Remove(filepath.Join(d, "g/t/.zattrs")) }},
+		{name: "v2 .zattrs added", files: v2(), path: "g/a", size: size(20), change: func(d string) {
+			os.WriteFile(filepath.Join(d, "g/a/.zattrs"), []byte(`{}`), 0o644)
+			os.Chtimes(filepath.Join(d, "g/a/.zattrs"), past, past)
+		}},
+		{name: "v2 .zmetadata malformed", files: v2(), path: "g/a", size: size(20), log: "consolidated metadata not used", change: func(d string) {
+			os.WriteFile(filepath.Join(d, "g/.zmetadata"), []byte(`{"zarr_consolidated_format":1,"metadata":[`), 0o644)
+		}},
+		{name: "v2 .zmetadata too large", files: v2(), path: "g/a", size: size(20), log: "exceeds", change: func(d string) {
+			os.Truncate(filepath.Join(d, "g/.zmetadata"), 65<<20)
+		}},
+		{name: "v2 .zmetadata above the source", files: v2(), source: "g/sub", path: "g/sub/b", size: size(20)},
+		{name: "v2 .zmetadata at the source", files: v2(), source: "g", path: "g/sub/b", via: true, size: size(10)},
+		{name: "v3", files: v3, path: "h/a", via: true, size: size(10)},
+		{name: "v3 nested", files: v3, path: "h/sub/b", via: true, size: size(10)},
+		{name: "v3 group", files: v3, path: "h/sub", via: true, size: 0},
+		{name: "v3 zarr.json changed", files: v3, path: "h/a", size: size(20), change: func(d string) { os.Chtimes(filepath.Join(d, "h/a/zarr.json"), time.Now(), time.Now()) }},
+		{name: "v3 not consolidated", files: v3, path: "p/a", size: size(20)},
+		{name: "v3 group not consolidated", files: v3, path: "p", size: 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, body := range c.files {
+				p := filepath.Join(dir, name)
+				os.MkdirAll(filepath.Dir(p), 0o755)
+				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if filepath.Base(name) != ".zmetadata" && name != "h/zarr.json" {
+					os.Chtimes(p, past, past)
+				}
+			}
+			if c.change != nil {
+				c.change(dir)
+			}
+			logs := &syncBuffer{}
+			_, f, err := New(filepath.Join(dir, c.source), Options{Logger: log.New(logs, "", 0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, c.path)
+			var st syscall.Stat_t
+			syscall.Lstat(path, &st)
+			for range 2 { // the second from the caches
+				p, err := f.probe(path, &st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var meta syscall.Stat_t
+				_, key, _ := f.probeZarrDir(path, &meta)
+				if got := key.via != 0; got != c.via {
+					t.Errorf("answered from consolidated metadata: %v, want %v", got, c.via)
+				}
+				if c.size == 0 && p.ok || c.size != 0 && (!p.ok || p.size != c.size) {
+					t.Errorf("probe: ok %v, size %d; want size %d", p.ok, p.size, c.size)
+				}
+			}
+			if k := strings.Count(logs.String(), "\n"); c.log != "" && (k != 1 || !strings.Contains(logs.String(), c.log)) || c.log == "" && k != 0 {
+				t.Errorf("log %q, want one line with %q", logs.String(), c.log)
+			}
+		})
+	}
+}
