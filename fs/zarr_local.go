@@ -116,6 +116,10 @@ func (cc *consCache) add(k consKey, c *localCons) *localCons {
 	return c
 }
 
+// localConsolidated turns the use of consolidated metadata in a local
+// tree on (benchmarks compare without).
+var localConsolidated = true
+
 // maxConsDepth bounds how many groups above an array are looked at for
 // consolidated metadata.
 const maxConsDepth = 64
@@ -240,8 +244,10 @@ func (f *FS) probeZarrDir(path string, meta *syscall.Stat_t) (p *probe, key prob
 	if !v2 && (!regular("zarr.json") || meta.Size > zarr.MaxMetaSize) {
 		return &probe{}, key, true
 	}
-	if p, key, ok := f.consolidatedProbe(path, meta, v2); ok {
-		return p, key, true
+	if localConsolidated {
+		if p, key, ok := f.consolidatedProbe(path, meta, v2); ok {
+			return p, key, true
+		}
 	}
 	if !v2 {
 		zj, _ := f.loadCons(path, "zarr.json")

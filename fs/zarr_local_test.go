@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
@@ -23,7 +24,7 @@ import (
 // float64 arrays a000… (a000 with attributes) and a subgroup sub of
 // three arrays, then consolidates its metadata (zarr.consolidate_metadata)
 // into dir/.zmetadata. It skips without python3-zarr.
-func writeConsolidated(t *testing.T, dir string, n int) {
+func writeConsolidated(t testing.TB, dir string, n int) {
 	t.Helper()
 	if exec.Command("/usr/bin/python3", "-c", "import zarr, numcodecs").Run() != nil {
 		if os.Getenv("CI") == "true" {
@@ -54,7 +55,7 @@ zarr.consolidate_metadata(sys.argv[1])
 // than the time it takes: on a coarse clock, the files written in the
 // same tick as the document are read, which the counts below would not
 // allow.
-func ageMetadata(t *testing.T, dir, doc string) {
+func ageMetadata(t testing.TB, dir, doc string) {
 	t.Helper()
 	st, err := os.Stat(filepath.Join(dir, doc))
 	if err != nil {
@@ -491,5 +492,41 @@ func TestProbeZarrDir(t *testing.T) {
 				t.Errorf("log %q, want one line with %q", logs.String(), c.log)
 			}
 		})
+	}
+}
+
+// BenchmarkZarrConsolidatedListing lists a group of 1000 v2 arrays
+// consolidated by python3-zarr, as ls -l does (the listing, then a
+// probe of each entry as its lookup makes), through the local backend of
+// a fresh mount state each time (nothing probed yet; the files in the
+// page cache): with the consolidated metadata used, and without.
+func BenchmarkZarrConsolidatedListing(b *testing.B) {
+	src := b.TempDir()
+	g := filepath.Join(src, "g")
+	writeConsolidated(b, g, 1000)
+	ageMetadata(b, g, ".zmetadata")
+	// In turns, so that the two see the same load.
+	for range 3 {
+		for _, use := range []bool{true, false} {
+			b.Run(fmt.Sprintf("consolidated=%v", use), func(b *testing.B) {
+				defer func(old bool) { localConsolidated = old }(localConsolidated)
+				localConsolidated = use
+				for b.Loop() {
+					_, f, err := New(src, Options{Logger: log.New(io.Discard, "", 0)})
+					if err != nil {
+						b.Fatal(err)
+					}
+					ents, errno := viewEntries(localBackend{f}, g, nil)
+					if errno != 0 || len(ents) < 1000 {
+						b.Fatalf("%d entries, %v", len(ents), errno)
+					}
+					for _, e := range ents {
+						if e.compressed {
+							f.probe(filepath.Join(g, e.disk), e.meta.(*syscall.Stat_t))
+						}
+					}
+				}
+			})
+		}
 	}
 }
