@@ -27,6 +27,9 @@ type probeKey struct {
 	path                 string
 	dev, ino             uint64
 	size, mtimeN, ctimeN int64
+	// via is the id of the consolidated metadata the probe was made
+	// from (see consolidatedProbe), 0 for a probe of the entry itself.
+	via uint64
 }
 
 // maxProbes bounds the probes kept: one per container of the
@@ -46,22 +49,20 @@ func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
 	kst := *st
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		// A sparse frame changes through its chunks.b2frame, a Zarr
-		// array through its .zarray or zarr.json. Any other directory
-		// is a plain one, and nothing to log.
+		// array through its .zarray or zarr.json (consolidated
+		// metadata of a group above may answer without opening it:
+		// probeZarrDir). Any other directory is a plain one, and
+		// nothing to log.
 		if err := syscall.Lstat(filepath.Join(path, "chunks.b2frame"), &kst); err != nil {
 			if pack.Transient(err) {
 				return &probe{}, err
 			}
-			meta := zarr.ArrayMetaFile(path)
-			if meta == "" {
-				return &probe{}, nil
-			}
-			if err := syscall.Lstat(filepath.Join(path, meta), &kst); err != nil {
-				return &probe{}, nil
+			if p, _, done := f.probeZarrDir(path, &kst); done {
+				return p, nil
 			}
 		}
 	}
-	key := probeKey{path, uint64(kst.Dev), kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec, kst.Ctim.Sec*1e9 + kst.Ctim.Nsec}
+	key := probeKey{path, uint64(kst.Dev), kst.Ino, kst.Size, kst.Mtim.Sec*1e9 + kst.Mtim.Nsec, kst.Ctim.Sec*1e9 + kst.Ctim.Nsec, 0}
 	if p, ok := f.probes.Get(key); ok {
 		return p, nil
 	}
@@ -536,6 +537,12 @@ func (n *blobNode) acquireLocked() syscall.Errno {
 		}
 		c.setCodec(v.Container.Info().Codec)
 		n.setView(v, p)
+		if n.fs.recheckZarr(p, v) {
+			// The size the kernel holds came from out-of-date
+			// consolidated metadata: it asks again (no request is
+			// sent back to the mount meanwhile).
+			n.NotifyContent(-1, 0)
+		}
 	}
 	n.refs++
 	return 0

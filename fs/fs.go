@@ -106,8 +106,9 @@ type FS struct {
 	root   *gofs.LoopbackRoot
 	cache  *cache.Cache[pack.BlockKey]
 	probes *lru.Cache[probeKey, *probe]
-	warned sync.Map // messages already logged
-	token  string   // names this mount's temp files
+	cons   *consCache // consolidated Zarr metadata (zarr_local.go)
+	warned sync.Map   // messages already logged
+	token  string     // names this mount's temp files
 
 	// inoMu guards inoMap: a compressed file keeps its inode number
 	// across the rename of a recompression, which gives the disk file a
@@ -266,6 +267,7 @@ func New(source string, opts Options) (gofs.InodeEmbedder, *FS, error) {
 	}
 	f := &FS{opts: opts, source: abs, cache: cache.New[pack.BlockKey](opts.CacheSize), token: newToken(), inoMap: map[gofs.StableAttr]gofs.StableAttr{}}
 	f.probes, _ = lru.New[probeKey, *probe](maxProbes)
+	f.cons = newConsCache()
 	f.stats.start = time.Now()
 	f.root = &gofs.LoopbackRoot{Path: abs, Dev: uint64(st.Dev)}
 	f.root.NewNode = f.newNode
