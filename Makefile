@@ -120,23 +120,25 @@ unit:
 #   on many goroutines in pack/all's and fs's tests). Their tests run in
 #   simd and purego without it; blosc's one test with goroutines (a shared
 #   dictionary cache) runs here under it.
-# - the integration tests (integration/...), whose code under test is the
-#   bloscfs binary in other processes: the detector would watch only the
-#   tests' own harness. They run in the integration step; the one that
-#   runs a daemon built with -race (TestConcurrentReadersRace) runs there.
+# - the integration tests (integration/...) and the command's tests
+#   (cmd/bloscfs), whose code under test is the bloscfs binary in other
+#   processes: the detector would watch only the tests' own harness. They
+#   run in the integration step; the one that runs a daemon built with
+#   -race (TestConcurrentReadersRace) runs there.
 # - internal/hostile, which writes files on one goroutine (integration).
-RACE_PKGS = $(shell $(GO) list ./... | grep -v -x -e '.*/shuffle' -e '.*/blosc' -e '.*/blosc/.*' -e '.*/integration' -e '.*/integration/.*' -e '.*/internal/hostile')
+RACE_PKGS = $(shell $(GO) list ./... | grep -v -x -e '.*/shuffle' -e '.*/blosc' -e '.*/blosc/.*' -e '.*/integration' -e '.*/integration/.*' -e '.*/internal/hostile' -e '.*/cmd/bloscfs')
 
 race:
 	$(GO) test -count=1 -race -timeout 30m $(RACE_PKGS)
 	$(GO) test -count=1 -race -timeout 10m -run '^TestZstdDictEviction$$' ./blosc/
 
 # integration runs the integration tests, against real mounts of the
-# built binary, and the hostile-file writer's test, without the detector.
+# built binary, the command's tests and the hostile-file writer's test,
+# without the detector.
 # (Three packages at once, -p 3, saved 14 s of 223: they are CPU-bound
 # enough that the timing-sensitive kill tests are better off with two.)
 integration:
-	$(GO) test -count=1 -timeout 30m ./integration/... ./internal/hostile/
+	$(GO) test -count=1 -timeout 30m ./integration/... ./cmd/bloscfs/ ./internal/hostile/
 
 # simd runs the codecs' tests without the race detector and with the SIMD
 # shuffle, on their whole grids (the canary grids, the random-parameter
@@ -144,14 +146,15 @@ integration:
 simd:
 	$(GO) test -count=1 -timeout 20m ./shuffle/ ./blosc/...
 
-# purego runs the codec and container tests without the race detector and
-# with the portable shuffle (the byte-wise iotest checks of every fixture
-# run here; under -race they are limited to the small ones), then the codec
-# and command tests without cgo. Both use klauspost's zstd decoder only
-# (the purego tag leaves libzstd out too).
+# purego runs the codec, container and command tests without the race
+# detector, without cgo and with the portable shuffle (the byte-wise
+# iotest checks of every fixture run here; under -race they are limited
+# to the small ones): the static build's zstd decoder (klauspost's; the
+# purego tag leaves libzstd out too) and shuffle in Go. One build
+# configuration for both: the SIMD shuffle without cgo is the one simd
+# tests (it does not use cgo), and vet builds every package without cgo.
 purego:
-	$(GO) test -count=1 -timeout 30m -tags purego ./shuffle/ ./blosc/... ./pack/...
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m ./blosc/ ./cmd/bloscfs/
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m -tags purego ./shuffle/ ./blosc/... ./pack/... ./cmd/bloscfs/
 
 # canary runs, without the race detector and with the SIMD shuffle, the
 # whole grids of the tests that keep every decoder inside its output and
