@@ -373,7 +373,6 @@ func compress(dst []byte, src blockSource, p Params) ([]byte, error) {
 		if err != nil {
 			return dst[:start], err
 		}
-		filtered := p.filterBlock((*work)[:bsize], (*tmp)[:bsize], block, raw0, j, version)
 		leftover := j == nblocks-1 && nbytes%bs != 0
 		nstreams := 1
 		if split && !leftover && p.Typesize > 1 {
@@ -383,6 +382,19 @@ func compress(dst []byte, src blockSource, p Params) ([]byte, error) {
 		}
 		neblock := bsize / nstreams
 		binary.LittleEndian.PutUint32(dst[bstartsPos+4*j:], uint32(len(dst)-start))
+		if zeroRuns && !p.Blosc1 && !p.hasFilter(FilterDelta) && isZero(block) {
+			// Every filter but delta turns zeros into zeros, and a
+			// stream of zeros is stored as a zero run (below): the same
+			// bytes, without filtering and scanning the block.
+			for s := 0; s < nstreams; s++ {
+				dst = binary.LittleEndian.AppendUint32(dst, 0)
+				if len(dst) >= limit {
+					return finishMemcpy(dst[:start+hdrLen], start, src, hdrLen)
+				}
+			}
+			continue
+		}
+		filtered := p.filterBlock((*work)[:bsize], (*tmp)[:bsize], block, raw0, j, version)
 		for s := 0; s < nstreams; s++ {
 			stream := filtered[s*neblock : (s+1)*neblock]
 			if !p.Blosc1 {
@@ -463,6 +475,26 @@ func finishMemcpy(dst []byte, start int, src blockSource, hdrLen int) ([]byte, e
 		return dst[:start], err
 	}
 	return out, nil
+}
+
+// zeroRuns turns the shortcut for blocks of zeros on (tests compare
+// with the filtered path).
+var zeroRuns = true
+
+// zeroBlock is what isZero compares with.
+var zeroBlock [16 << 10]byte
+
+// isZero reports whether b is all zero bytes, at the speed of the
+// runtime's memequal.
+func isZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroBlock))
+		if string(b[:n]) != string(zeroBlock[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }
 
 // runValue reports whether all bytes of b are equal, and which.

@@ -376,3 +376,36 @@ func TestLZ4AsCBlosc2(t *testing.T) {
 	}
 	t.Logf("%d LZ4 chunks of c-blosc2 recompressed", n)
 }
+
+// TestZeroBlocksShortcut: blocks of zeros, stored as zero runs without
+// being filtered (zeroRuns), give the same chunk as the filtered path,
+// for every filter pipeline of randomParams, among blocks that are not
+// zero, in chunks that are all zeros and at the limit where a chunk is
+// stored as is.
+func TestZeroBlocksShortcut(t *testing.T) {
+	r := rand.New(rand.NewPCG(20261128, 3))
+	for it := 0; it < 300; it++ {
+		p := randomParams(r)
+		n := []int{32, 129, 4097, 65536, 100003, 300000}[r.IntN(6)]
+		src := testData(r, r.IntN(6), n)
+		bs := []int{64, 1000, 4096, 16384}[r.IntN(4)]
+		for off := 0; off < n; off += bs {
+			if r.IntN(3) > 0 {
+				clear(src[off:min(n, off+bs)])
+			}
+		}
+		if it%10 == 0 {
+			clear(src)
+		}
+		zeroRuns = false
+		want, err1 := Compress(nil, src, p)
+		zeroRuns = true
+		got, err2 := Compress(nil, src, p)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("it %d %+v: %v, %v", it, p, err1, err2)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("it %d %+v, %d bytes: %d-byte chunk with the shortcut, %d without", it, p, n, len(got), len(want))
+		}
+	}
+}
