@@ -113,18 +113,73 @@ func ProcessGone(pid int) bool {
 	return true
 }
 
+// exitGrace is how much longer than its limit KillGone lets a process
+// that is tearing itself down (exitingFree) take.
+const exitGrace = 10 * time.Second
+
 // KillGone SIGKILLs pid and reports whether it is gone (ProcessGone)
-// within d.
+// within d. A process still there after d whose every live thread is in
+// the kernel's exit path, none of them waiting on FUSE (exitingFree), is
+// not stuck but freeing its memory, which on a loaded machine can take
+// more than a second (seen: a remote mount's daemon in exit_mmap after
+// 1 s at load 9): it gets exitGrace more. A thread that waits on FUSE,
+// as a daemon stuck on its own mount does, fails at d.
 func KillGone(pid int, d time.Duration) bool {
 	syscall.Kill(pid, syscall.SIGKILL)
 	deadline := time.Now().Add(d)
+	extended := false
 	for !ProcessGone(pid) {
 		if time.Now().After(deadline) {
-			return false
+			if extended || !exitingFree(pid) {
+				return false
+			}
+			extended, deadline = true, deadline.Add(exitGrace)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	return true
+}
+
+// exitingFree reports whether pid, SIGKILLed, is dying rather than
+// stuck: no thread that is not a zombie waits on FUSE (a fuse_ frame or
+// request_wait_answer on its kernel stack), and at least one is in the
+// exit path (do_exit) or running (an empty stack: a killed thread that
+// runs is on its way out). Stacks it cannot read (not root) say stuck.
+func exitingFree(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false
+	}
+	dying := false
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'Z' {
+			continue
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stack", pid, t.Name()))
+		if err != nil {
+			return false
+		}
+		switch waitsOnFUSE, exiting := stackState(string(st)); {
+		case waitsOnFUSE:
+			return false
+		case exiting:
+			dying = true
+		}
+	}
+	return dying
+}
+
+// stackState reads a kernel stack (/proc/PID/task/TID/stack): whether
+// the thread waits on FUSE, and whether it is exiting (do_exit) or
+// running (empty).
+func stackState(st string) (waitsOnFUSE, exiting bool) {
+	waitsOnFUSE = strings.Contains(st, "fuse_") || strings.Contains(st, "request_wait_answer")
+	exiting = strings.TrimSpace(st) == "" || strings.Contains(st, "do_exit")
+	return
 }
 
 // KernelStacks returns the kernel stacks of the threads of pid (root
