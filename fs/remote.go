@@ -327,7 +327,10 @@ func (r *RemoteFS) fullProbe(info remote.ObjectInfo, p *probe) (*probe, error) {
 		if failed {
 			r.f.warnOnce("%s: %v", r.store.Name(info.Key), err)
 		} else {
+			// Shown raw from the next lookup on, as an open that
+			// finds the same records it.
 			r.f.warnOnce("%s: its header parses but the container does not: %v", r.store.Name(info.Key), err)
+			r.probes.Add(info.Key+"\x00"+info.ETag, &probe{})
 		}
 		return p, err
 	}

@@ -3,12 +3,14 @@ package fs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/bloscfs/bloscfs/blosc"
@@ -187,5 +189,74 @@ func TestRemoteListingProbesHeads(t *testing.T) {
 	sz, err := unix.Getxattr(filepath.Join(mnt, "p", "f05"), "user.bloscfs.chunks", buf)
 	if err != nil || string(buf[:sz]) != "4" {
 		t.Errorf("user.bloscfs.chunks: %q, %v; want 4", buf[:max(sz, 0)], err)
+	}
+}
+
+// TestRemoteHeadProbeBrokenTail: a frame larger than the probe's head
+// whose header parses but whose trailer does not is listed under its
+// plain name with its header's size (the listing reads no more); its
+// open fails with EIO and records what it found, so that the next
+// listing shows it raw under its own name. So does a GETXATTR of
+// another such frame.
+func TestRemoteHeadProbeBrokenTail(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting needs root (go-fuse DirectMount)")
+	}
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	rng := rand.New(rand.NewPCG(5, 6))
+	plain := make([]byte, 150_000)
+	for j := range plain {
+		plain[j] = byte(rng.IntN(256))
+	}
+	b := writeFrame(t, frame.Params{Chunk: blosc.DefaultParams(8)}, plain[:1<<16], plain[1<<16:])
+	bad := bytes.Clone(b)
+	bad[len(bad)-23] = 0 // the trailer's 0xCE marker
+	srv.Put("p/bad.b2frame", bad)
+	srv.Put("p/bad2.b2frame", bad)
+	srv.Put("p/good.b2frame", b)
+
+	logs := &syncBuffer{}
+	store, err := remote.New(context.Background(), "bkt", remote.Config{Endpoint: srv.URL, Anonymous: true, Logger: log.New(logs, "", 0), DirCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	opts := DefaultOptions()
+	opts.Logger = log.New(logs, "", 0)
+	server, _, err := MountRemote(store, "", mnt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmountAtEnd(t, server, mnt)
+	names := func() map[string]bool {
+		ents, err := os.ReadDir(filepath.Join(mnt, "p"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, e := range ents {
+			m[e.Name()] = true
+		}
+		return m
+	}
+	if got := names(); !got["bad"] || !got["bad2"] || !got["good"] {
+		t.Fatalf("first listing: %v, want bad, bad2 and good", got)
+	}
+	if st, err := os.Stat(filepath.Join(mnt, "p", "bad")); err != nil || st.Size() != int64(len(plain)) {
+		t.Fatalf("bad: %v, %v; want %d bytes", st, err, len(plain))
+	}
+	if _, err := os.ReadFile(filepath.Join(mnt, "p", "bad")); !errors.Is(err, syscall.EIO) {
+		t.Errorf("read of bad: %v, want EIO", err)
+	}
+	if _, err := unix.Getxattr(filepath.Join(mnt, "p", "bad2"), "user.bloscfs.codec", make([]byte, 64)); !errors.Is(err, syscall.EIO) {
+		t.Errorf("user.bloscfs.codec of bad2: %v, want EIO", err)
+	}
+	if got := names(); !got["bad.b2frame"] || !got["bad2.b2frame"] || !got["good"] {
+		t.Errorf("second listing: %v, want bad.b2frame, bad2.b2frame and good", got)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "p", "good")); err != nil || !bytes.Equal(got, plain) {
+		t.Errorf("good: %d bytes, %v", len(got), err)
 	}
 }
