@@ -51,7 +51,8 @@ func writeFrame(t *testing.T, p frame.Params, chunks ...[]byte) []byte {
 // TestRemoteListingProbesHeads: `ls -l` of a prefix of N frames of about
 // 200 KB (and a .b2nd array of as much) costs one ranged GET of the first
 // 64 KiB per object, not the objects: at most N+3 requests and about
-// N·64 KiB. The sizes shown are the plain ones (the .npy's for the
+// N·64 KiB; an object smaller than that is fetched whole, and its open
+// then costs its HEAD alone. The sizes shown are the plain ones (the .npy's for the
 // array). An open then costs a HEAD and one GET of what the probe did
 // not fetch, and reads the right bytes; user.bloscfs.etag costs nothing,
 // user.bloscfs.codec opens the object once.
@@ -88,6 +89,12 @@ func TestRemoteListingProbesHeads(t *testing.T) {
 	}
 	arr := writeFrame(t, frame.Params{Chunk: blosc.DefaultParams(4), Metalayers: []frame.Metalayer{{Name: "b2nd", Value: a.MarshalMeta()}}}, chunks...)
 	srv.Put("p/arr.b2nd", arr)
+	// An object smaller than the probe's head: fetched whole by it.
+	small := bytes.Repeat([]byte("small frame "), 2500)
+	sb := writeFrame(t, frame.Params{Chunk: blosc.DefaultParams(1)}, small)
+	srv.Put("p/small.b2frame", sb)
+	stored += int64(len(arr) + len(sb))
+	plains["small"] = small
 	npySize := int64(len(frame.NPYHeader("<i4", a.Shape))) + 250*200*4
 
 	logs := &syncBuffer{}
@@ -124,12 +131,12 @@ func TestRemoteListingProbesHeads(t *testing.T) {
 			t.Errorf("%s: %d bytes, want %d", e.Name(), fi.Size(), want)
 		}
 	}
-	if len(ents) != n+1 {
-		t.Fatalf("%d entries, want %d:\n%s", len(ents), n+1, logs)
+	if len(ents) != n+2 {
+		t.Fatalf("%d entries, want %d:\n%s", len(ents), n+2, logs)
 	}
 	r1, b1 := counts()
-	objects := int64(n + 1)
-	t.Logf("ls -l of %d objects (%d bytes stored): %d requests, %d bytes fetched", objects, stored+int64(len(arr)), r1-r0, b1-b0)
+	objects := int64(n + 2)
+	t.Logf("ls -l of %d objects (%d bytes stored): %d requests, %d bytes fetched", objects, stored, r1-r0, b1-b0)
 	if r1-r0 > objects+3 {
 		t.Errorf("ls -l of %d objects sent %d requests, want at most %d", objects, r1-r0, objects+3)
 	}
@@ -166,6 +173,14 @@ func TestRemoteListingProbesHeads(t *testing.T) {
 	}
 	if b3-b2 > 200_003+4096-probeHead {
 		t.Errorf("open and read of f03 fetched %d bytes: the probe's %d again", b3-b2, probeHead)
+	}
+	// The small object's open costs its HEAD alone: the probe's GET
+	// fetched all of it, and the range cache kept it.
+	if got, err := os.ReadFile(filepath.Join(mnt, "p", "small")); err != nil || !bytes.Equal(got, small) {
+		t.Errorf("small: %d bytes, %v", len(got), err)
+	}
+	if r4, _ := counts(); r4-r3 != 1 {
+		t.Errorf("open and read of an object of %d bytes fetched by the listing: %d requests, want its HEAD", len(small), r4-r3)
 	}
 	f, err := os.Open(filepath.Join(mnt, "p", "arr.npy"))
 	if err != nil {
