@@ -229,8 +229,10 @@ func fnv64(s string) uint64 {
 
 // probeHead is how many leading bytes of an object a probe fetches, in
 // one ranged GET: a container's header lies there (a frame's, metalayers
-// included, a Bloscpack file's, a chunk's), and an object no larger is
-// fetched whole by it.
+// included, a Bloscpack file's, a chunk's). An object of at most twice
+// that is fetched whole by the GET instead (as a local probe reads a
+// small file whole): at most 64 KiB more, where the open would cost a
+// GET of its own.
 const probeHead = 64 << 10
 
 // probe probes an object version once and records whether it is a
@@ -258,19 +260,23 @@ func (r *RemoteFS) probe(info remote.ObjectInfo) *probe {
 }
 
 // probeObject reads what a listing needs of an object: its first
-// probeHead bytes, in one GET (If-Match the listed ETag), which stay in
-// the range cache for an open of the same version. An object no larger
-// is then parsed whole, from those bytes; a larger one from its header
-// alone (pack.OpenHead), and its index, trailer and chunks are left to
-// the first open, or to the first GETXATTR that needs them (see
-// fullProbe). A header longer than probeHead costs one more GET of the
+// probeHead bytes (all of it, up to twice that), in one GET (If-Match
+// the listed ETag), which stay in the range cache for an open of the
+// same version. An object fetched whole is then parsed whole, from those
+// bytes; a larger one from its header alone (pack.OpenHead), and its
+// index, trailer and chunks are left to the first open, or to the first
+// GETXATTR that needs them (see fullProbe). A header longer than probeHead costs one more GET of the
 // rest of it; a container whose header does not tell its size (a
 // Bloscpack file without chunk sizes) is opened as for a read. failed
 // reports an error of the store rather than of the object's content.
 func (r *RemoteFS) probeObject(info remote.ObjectInfo) (p *probe, failed bool, err error) {
 	o := r.store.OpenInfo(info)
 	o.Opened() // the GETs fetch what is asked, no more
-	head := make([]byte, min(info.Size, probeHead))
+	n := info.Size
+	if n > 2*probeHead {
+		n = probeHead
+	}
+	head := make([]byte, n)
 	if err := o.ReadExact(head, 0); err != nil {
 		return nil, true, err
 	}

@@ -51,8 +51,8 @@ func writeFrame(t *testing.T, p frame.Params, chunks ...[]byte) []byte {
 // TestRemoteListingProbesHeads: `ls -l` of a prefix of N frames of about
 // 200 KB (and a .b2nd array of as much) costs one ranged GET of the first
 // 64 KiB per object, not the objects: at most N+3 requests and about
-// N·64 KiB; an object smaller than that is fetched whole, and its open
-// then costs its HEAD alone. The sizes shown are the plain ones (the .npy's for the
+// N·64 KiB; an object of at most twice that is fetched whole, and its
+// open then costs its HEAD alone. The sizes shown are the plain ones (the .npy's for the
 // array). An open then costs a HEAD and one GET of what the probe did
 // not fetch, and reads the right bytes; user.bloscfs.etag costs nothing,
 // user.bloscfs.codec opens the object once.
@@ -94,6 +94,18 @@ func TestRemoteListingProbesHeads(t *testing.T) {
 	sb := writeFrame(t, frame.Params{Chunk: blosc.DefaultParams(1)}, small)
 	srv.Put("p/small.b2frame", sb)
 	stored += int64(len(arr) + len(sb))
+	// One of at most twice that: fetched whole by it too.
+	medium := make([]byte, 100_000)
+	for j := range medium {
+		medium[j] = byte(rng.IntN(256))
+	}
+	mb := writeFrame(t, frame.Params{Chunk: blosc.DefaultParams(1)}, medium)
+	if len(mb) <= probeHead || len(mb) > 2*probeHead {
+		t.Fatalf("the medium frame has %d bytes", len(mb))
+	}
+	srv.Put("p/medium.b2frame", mb)
+	plains["medium"] = medium
+	stored += int64(len(mb))
 	plains["small"] = small
 	npySize := int64(len(frame.NPYHeader("<i4", a.Shape))) + 250*200*4
 
@@ -131,11 +143,11 @@ func TestRemoteListingProbesHeads(t *testing.T) {
 			t.Errorf("%s: %d bytes, want %d", e.Name(), fi.Size(), want)
 		}
 	}
-	if len(ents) != n+2 {
-		t.Fatalf("%d entries, want %d:\n%s", len(ents), n+2, logs)
+	if len(ents) != n+3 {
+		t.Fatalf("%d entries, want %d:\n%s", len(ents), n+3, logs)
 	}
 	r1, b1 := counts()
-	objects := int64(n + 2)
+	objects := int64(n + 3)
 	t.Logf("ls -l of %d objects (%d bytes stored): %d requests, %d bytes fetched", objects, stored, r1-r0, b1-b0)
 	if r1-r0 > objects+3 {
 		t.Errorf("ls -l of %d objects sent %d requests, want at most %d", objects, r1-r0, objects+3)
@@ -174,13 +186,16 @@ func TestRemoteListingProbesHeads(t *testing.T) {
 	if b3-b2 > 200_003+4096-probeHead {
 		t.Errorf("open and read of f03 fetched %d bytes: the probe's %d again", b3-b2, probeHead)
 	}
-	// The small object's open costs its HEAD alone: the probe's GET
-	// fetched all of it, and the range cache kept it.
-	if got, err := os.ReadFile(filepath.Join(mnt, "p", "small")); err != nil || !bytes.Equal(got, small) {
-		t.Errorf("small: %d bytes, %v", len(got), err)
-	}
-	if r4, _ := counts(); r4-r3 != 1 {
-		t.Errorf("open and read of an object of %d bytes fetched by the listing: %d requests, want its HEAD", len(small), r4-r3)
+	// The small and medium objects' opens cost their HEAD alone: the
+	// probe's GET fetched all of each, and the range cache kept it.
+	for _, name := range []string{"small", "medium"} {
+		r3, _ := counts()
+		if got, err := os.ReadFile(filepath.Join(mnt, "p", name)); err != nil || !bytes.Equal(got, plains[name]) {
+			t.Errorf("%s: %d bytes, %v", name, len(got), err)
+		}
+		if r4, _ := counts(); r4-r3 != 1 {
+			t.Errorf("open and read of %s, fetched whole by the listing: %d requests, want its HEAD", name, r4-r3)
+		}
 	}
 	f, err := os.Open(filepath.Join(mnt, "p", "arr.npy"))
 	if err != nil {
