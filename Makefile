@@ -23,6 +23,7 @@ FUZZ_TARGETS := \
 	./shuffle:FuzzShuffleRoundTrip \
 	./pack/bloscpack:FuzzOpen \
 	./pack/frame:FuzzOpenFrame \
+	./pack/all:FuzzOpenHead \
 	./zarr:FuzzMeta \
 	./zarr:FuzzShardIndex
 

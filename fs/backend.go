@@ -107,6 +107,10 @@ type probe struct {
 	// attributes (user.zarr.attrs).
 	zarr      map[string]string
 	zarrAttrs []byte
+	// head: made from the header alone (a remote object's first bytes,
+	// pack.OpenHead): size, npy and info.Format hold, the rest of info
+	// is unknown until the object is opened.
+	head bool
 }
 
 // probeOf records what the view v of a readable container holds: only

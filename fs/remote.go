@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -226,31 +227,121 @@ func fnv64(s string) uint64 {
 	return h.Sum64()
 }
 
-// probe opens an object version once and records whether it is a
-// readable container. A failure is logged once: the object is then shown
-// raw under its own name.
+// probeHead is how many leading bytes of an object a probe fetches, in
+// one ranged GET: a container's header lies there (a frame's, metalayers
+// included, a Bloscpack file's, a chunk's). An object of at most twice
+// that is fetched whole by the GET instead (as a local probe reads a
+// small file whole): at most 64 KiB more, where the open would cost a
+// GET of its own.
+const probeHead = 64 << 10
+
+// probe probes an object version once and records whether it is a
+// readable container, and the size of its view. A failure is logged
+// once: the object is then shown raw under its own name. A failure to
+// reach the object is not recorded: it is probed again next time.
 func (r *RemoteFS) probe(info remote.ObjectInfo) *probe {
 	key := info.Key + "\x00" + info.ETag
 	if p, ok := r.probes.Get(key); ok {
 		return p
 	}
-	p := &probe{}
-	o := r.store.OpenInfo(info)
-	v, err := all.OpenViewReader(o, o.Size, o.Name(), pack.NoCache{})
+	p, failed, err := r.probeObject(info)
 	if err != nil {
-		if errors.Is(err, pack.ErrUnknownFormat) || !o.Failed() {
-			r.f.warnOnce("%s: shown raw: %v", o.Name(), err)
-		} else {
+		if failed && !errors.Is(err, pack.ErrUnknownFormat) {
 			// The object is gone, changed or out of reach: try again
 			// next time rather than show it raw for good.
-			r.f.warnOnce("%s: %v", o.Name(), err)
-			return p
+			r.f.warnOnce("%s: %v", r.store.Name(info.Key), err)
+			return &probe{}
 		}
-	} else {
-		p = probeOf(v)
+		r.f.warnOnce("%s: shown raw: %v", r.store.Name(info.Key), err)
+		p = &probe{}
 	}
 	r.probes.Add(key, p)
 	return p
+}
+
+// probeObject reads what a listing needs of an object: its first
+// probeHead bytes (all of it, up to twice that), in one GET (If-Match
+// the listed ETag), which stay in the range cache for an open of the
+// same version. An object fetched whole is then parsed whole, from those
+// bytes; a larger one from its header alone (pack.OpenHead), and its
+// index, trailer and chunks are left to the first open, or to the first
+// GETXATTR that needs them (see fullProbe). A header longer than probeHead costs one more GET of the
+// rest of it; a container whose header does not tell its size (a
+// Bloscpack file without chunk sizes) is opened as for a read. failed
+// reports an error of the store rather than of the object's content.
+func (r *RemoteFS) probeObject(info remote.ObjectInfo) (p *probe, failed bool, err error) {
+	o := r.store.OpenInfo(info)
+	o.Opened() // the GETs fetch what is asked, no more
+	n := info.Size
+	if n > 2*probeHead {
+		n = probeHead
+	}
+	head := make([]byte, n)
+	if err := o.ReadExact(head, 0); err != nil {
+		return nil, true, err
+	}
+	if int64(len(head)) == info.Size {
+		v, err := all.OpenViewReader(bytes.NewReader(head), info.Size, o.Name(), pack.NoCache{})
+		if err != nil {
+			return nil, false, err
+		}
+		return probeOf(v), false, nil
+	}
+	for {
+		h, err := pack.OpenHead(head, info.Size, o.Name())
+		var short *pack.HeadShortError
+		switch {
+		case err == nil:
+			return &probe{ok: true, size: h.Size, npy: h.NPY, info: pack.Info{Format: h.Format, StoredSize: info.Size}, head: true}, false, nil
+		case errors.As(err, &short) && short.N > int64(len(head)) && short.N <= min(info.Size, pack.MaxHead):
+			more := make([]byte, short.N)
+			copy(more, head)
+			if err := o.ReadExact(more[len(head):], int64(len(head))); err != nil {
+				return nil, true, err
+			}
+			head = more
+		case errors.Is(err, pack.ErrNoHead):
+			return r.probeOpen(info)
+		default:
+			return nil, false, err
+		}
+	}
+}
+
+// probeOpen probes an object by opening it as a read does: its header,
+// index and trailer (for an object of at most remote.SmallObject bytes,
+// all of it) in as few GETs as the format allows.
+func (r *RemoteFS) probeOpen(info remote.ObjectInfo) (*probe, bool, error) {
+	o := r.store.OpenInfo(info)
+	v, err := all.OpenViewReader(o, o.Size, o.Name(), pack.NoCache{})
+	if err != nil {
+		return nil, o.Failed(), err
+	}
+	return probeOf(v), false, nil
+}
+
+// fullProbe returns the probe of the opened object version info, for
+// what a probe of its header alone (p.head) does not know: its codec,
+// chunks and the other user.bloscfs.* attributes. Any other probe is
+// returned as it is.
+func (r *RemoteFS) fullProbe(info remote.ObjectInfo, p *probe) (*probe, error) {
+	if p == nil || !p.head {
+		return p, nil
+	}
+	full, failed, err := r.probeOpen(info)
+	if err != nil {
+		if failed {
+			r.f.warnOnce("%s: %v", r.store.Name(info.Key), err)
+		} else {
+			// Shown raw from the next lookup on, as an open that
+			// finds the same records it.
+			r.f.warnOnce("%s: its header parses but the container does not: %v", r.store.Name(info.Key), err)
+			r.probes.Add(info.Key+"\x00"+info.ETag, &probe{})
+		}
+		return p, err
+	}
+	r.probes.Add(info.Key+"\x00"+info.ETag, full)
+	return full, nil
 }
 
 // maxSparseIndex bounds the chunks.b2frame read into memory.
@@ -657,6 +748,7 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 			return nil, 0, syscall.ESTALE
 		}
 	}
+	var opened *probe // the probe of the version opened, when it is a container
 	st := &openState{obj: n.r.store.OpenInfo(info), plain: info.Size}
 	st.view = st.obj
 	n.mu.Lock()
@@ -689,10 +781,17 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 		v, err := all.OpenViewReader(st.obj, info.Size, st.obj.Name(), c)
 		if err != nil {
 			n.r.f.warnOnce("%v", err)
+			if !st.obj.Failed() {
+				// Its header parsed (a listing's probe reads no more),
+				// the rest does not: shown raw from the next lookup on.
+				n.r.probes.Add(info.Key+"\x00"+info.ETag, &probe{})
+			}
 			return nil, 0, syscall.EIO
 		}
 		c.setCodec(v.Container.Info().Codec)
 		st.view, st.plain = v, v.Size
+		opened = probeOf(v)
+		n.r.probes.Add(info.Key+"\x00"+info.ETag, opened)
 	}
 	st.obj.Opened()
 	n.mu.Lock()
@@ -719,8 +818,8 @@ func (n *remoteFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 		if zp := n.r.probeZarr(n.zarr); zp.p.ok {
 			n.pr = zp.p
 		}
-	} else if wasCompressed {
-		n.pr = n.r.probe(info)
+	} else if opened != nil {
+		n.pr = opened
 	}
 	n.mu.Unlock()
 	fl := uint32(fuse.FOPEN_KEEP_CACHE)
@@ -745,8 +844,25 @@ func (r *RemoteFS) prefixOf(key string) string {
 	return ""
 }
 
-// xattrsOf returns the user.bloscfs.* attributes of the node.
-func (n *remoteFile) xattrsOf() map[string]string {
+// xattrsOf returns the user.bloscfs.* attributes of the node. A node
+// probed from its header alone is probed in full first (its index and
+// first chunk tell the codec, chunks and filters): a GETXATTR of one of
+// those costs what an open does, once per object version.
+func (n *remoteFile) xattrsOf() (map[string]string, error) {
+	n.mu.Lock()
+	pr, info := n.pr, n.info
+	n.mu.Unlock()
+	if pr != nil && pr.head {
+		full, err := n.r.fullProbe(info, pr)
+		if err != nil {
+			return nil, err
+		}
+		n.mu.Lock()
+		if n.pr == pr {
+			n.pr = full
+		}
+		n.mu.Unlock()
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	m := map[string]string{}
@@ -754,7 +870,7 @@ func (n *remoteFile) xattrsOf() map[string]string {
 		m = xattrs(n.pr)
 	}
 	m["etag"] = n.info.ETag
-	return m
+	return m, nil
 }
 
 // Getxattr returns a user.bloscfs.* attribute (plus user.bloscfs.etag).
@@ -771,10 +887,21 @@ func (n *remoteFile) Getxattr(ctx context.Context, attr string, dest []byte) (ui
 	}); ours {
 		return sz, errno
 	}
-	sz, errno, ours := getXattr(n.xattrsOf(), attr, dest)
-	if !ours {
+	if !strings.HasPrefix(attr, xattrPrefix) {
 		return 0, syscall.ENODATA
 	}
+	var own map[string]string
+	if attr == xattrPrefix+"etag" {
+		n.mu.Lock()
+		own = map[string]string{"etag": n.info.ETag}
+		n.mu.Unlock()
+	} else {
+		var err error
+		if own, err = n.xattrsOf(); err != nil {
+			return 0, syscall.EIO
+		}
+	}
+	sz, errno, _ := getXattr(own, attr, dest)
 	return sz, errno
 }
 
@@ -783,7 +910,11 @@ func (n *remoteFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscal
 	n.mu.Lock()
 	pr := n.pr
 	n.mu.Unlock()
-	return listXattrs(n.xattrsOf(), zarrXattrNames(pr), dest)
+	own, err := n.xattrsOf()
+	if err != nil {
+		return 0, syscall.EIO
+	}
+	return listXattrs(own, zarrXattrNames(pr), dest)
 }
 
 // remoteHandle is an open object version: the shared read path

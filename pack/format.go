@@ -22,6 +22,10 @@ type Format struct {
 	Match func(head []byte) bool
 	// Open opens a file of this format.
 	Open func(r io.ReaderAt, size int64, name string, cache BlockCache) (Container, error)
+	// Head reads what the first bytes of a file of this format (head,
+	// of a size-byte file) tell of it: see OpenHead. Nil if the format
+	// has no such parser (OpenHead then answers ErrNoHead).
+	Head func(head []byte, size int64, name string) (Head, error)
 	// OpenDir opens a directory container (nil if the format has none).
 	// MatchDir reports whether a directory is one.
 	OpenDir  func(dir string, cache BlockCache) (Container, error)
@@ -76,6 +80,71 @@ func Open(r io.ReaderAt, size int64, name string, cache BlockCache) (Container, 
 		return nil, fmt.Errorf("%s: %w", name, ErrUnknownFormat)
 	}
 	return f.Open(r, size, name, cache)
+}
+
+// Head is what the first bytes of a container tell of it without the
+// rest (see OpenHead): enough to show the file, its name and its size,
+// but not its index, chunks or metadata, which only an Open reads (and
+// checks).
+type Head struct {
+	// Format is the format's name, as in Info.Format.
+	Format string
+	// Size is the size of the view bloscfs shows: the plain bytes, or,
+	// for a .b2nd array (NPY), its .npy form.
+	Size int64
+	// NPY reports that the view is a .b2nd array's .npy form.
+	NPY bool
+}
+
+// ErrNoHead reports a container whose head does not tell its size (a
+// Bloscpack file that does not record its chunk sizes, say): it must be
+// opened to be known.
+var ErrNoHead = errors.New("the size is not in the header")
+
+// HeadShortError reports a head too short for its container's header:
+// the first N bytes would do (a frame whose metalayers reach past the
+// head given).
+type HeadShortError struct {
+	Name string
+	N    int64
+}
+
+func (e *HeadShortError) Error() string {
+	return fmt.Sprintf("%s: the header takes the first %d bytes", e.Name, e.N)
+}
+
+// MaxHead bounds the head any format asks for (HeadShortError.N): a
+// header larger than this is refused as the full parse refuses it.
+const MaxHead = 64 << 20
+
+// OpenHead reads what the first bytes of a container tell of it: head
+// holds the first min(size, len(head)) bytes of a size-byte file. It
+// recognises the format by content, as Open does, and returns the
+// format's name and the size of its view, reading nothing else: a
+// listing shows a container from one small ranged read. A head that is
+// too short for the container's header gives a *HeadShortError saying
+// how many bytes would do; a format that cannot tell its size from its
+// header gives ErrNoHead (open it whole); content that no format
+// recognises gives ErrUnknownFormat; a header that does not parse gives
+// the error its Open would. A Head is never larger a claim than Open
+// checks: where both succeed they give the same size, but the head does
+// not check what lies past the header (the index, the chunks, the
+// trailer), which Open does.
+func OpenHead(head []byte, size int64, name string) (Head, error) {
+	if int64(len(head)) > size {
+		head = head[:size]
+	}
+	if int64(len(head)) < min(size, HeadLen) {
+		return Head{}, &HeadShortError{Name: name, N: min(size, HeadLen)}
+	}
+	f := Sniff(head[:min(len(head), HeadLen)])
+	if f == nil {
+		return Head{}, fmt.Errorf("%s: %w", name, ErrUnknownFormat)
+	}
+	if f.Head == nil {
+		return Head{}, fmt.Errorf("%s: %s: %w", name, f.Name, ErrNoHead)
+	}
+	return f.Head(head, size, name)
 }
 
 // SniffDir returns the directory format that dir holds, or nil.
@@ -187,4 +256,30 @@ func MatchChunk(head []byte) bool {
 	}
 	_, err := blosc.ParseHeader(head)
 	return err == nil && head[0] >= blosc.VersionBlosc1 && head[0] <= blosc.VersionVLBlocks
+}
+
+// ChunkFileHead is OpenHead for a bare Blosc chunk stored as a file: the
+// plain size is its header's nbytes, and its cbytes must be the file
+// size, as OpenChunkFile requires. A chunk whole in head is parsed whole
+// (block starts and all), as OpenChunkFile parses it.
+func ChunkFileHead(head []byte, size int64, name string) (Head, error) {
+	h, err := blosc.ParseHeader(head)
+	if err != nil {
+		if len(head) < blosc.ExtHeaderLen && int64(len(head)) < size {
+			return Head{}, &HeadShortError{Name: name, N: min(size, blosc.ExtHeaderLen)}
+		}
+		return Head{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if int64(h.Cbytes) != size {
+		if int64(h.Cbytes) > size {
+			return Head{}, fmt.Errorf("%s: %w: chunk truncated: cbytes %d, only %d bytes available", name, blosc.ErrCorrupt, h.Cbytes, size)
+		}
+		return Head{}, fmt.Errorf("%s: %w: chunk of %d bytes in a %d-byte file", name, ErrFormat, h.Cbytes, size)
+	}
+	if int64(len(head)) >= size {
+		if _, err := blosc.NewChunkBytes(head[:size]); err != nil {
+			return Head{}, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return Head{Format: "chunk", Size: int64(h.Nbytes)}, nil
 }

@@ -228,6 +228,9 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) err
 			if o.Size <= SmallObject {
 				fs, fe = 0, o.Size
 			}
+			// Not again what the cache holds before pos: the head a
+			// listing's probe fetched, say.
+			fs = o.s.cache.skip(o.cacheID, fs, pos)
 		}
 		start, rs, err := o.fetchRange(ctx, pos, fs, fe)
 		if err != nil {

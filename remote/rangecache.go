@@ -73,6 +73,26 @@ func (c *rangeCache) next(obj string, off, end, gap int64) int64 {
 	return -1
 }
 
+// skip returns the first offset from off on, up to limit, that no
+// cached range of obj holds.
+func (c *rangeCache) skip(obj string, off, limit int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exts := c.byObj[obj]
+	for off < limit {
+		i := sort.Search(len(exts), func(i int) bool { return exts[i].start > off })
+		end := off
+		for j := i - 1; j >= 0 && j >= i-maxOverlapScan; j-- {
+			end = max(end, exts[j].end())
+		}
+		if end == off {
+			break
+		}
+		off = end
+	}
+	return min(off, limit)
+}
+
 // put stores the bytes of r as the range of obj starting at start; the
 // cache takes a reference of its own.
 func (c *rangeCache) put(obj string, start int64, r *rbuf) {

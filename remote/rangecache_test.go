@@ -95,3 +95,26 @@ func TestPoolBound(t *testing.T) {
 		t.Errorf("pool holds %d bytes, want %d", got, 3*slabSize)
 	}
 }
+
+// TestSkip: skip passes over the cached ranges that follow on from off
+// (overlapping ones included), and stops at the first byte none holds,
+// or at limit.
+func TestSkip(t *testing.T) {
+	c := newRangeCache(1 << 20)
+	p := newBufPool(1 << 20)
+	for _, r := range [][2]int64{{0, 10}, {10, 20}, {15, 30}, {40, 50}} {
+		b := p.get(int(r[1] - r[0]))
+		c.put("o", r[0], b)
+		b.release()
+	}
+	for _, tc := range []struct{ off, limit, want int64 }{
+		{0, 100, 30}, {5, 100, 30}, {0, 12, 12}, {30, 100, 30}, {35, 100, 35}, {40, 100, 50}, {0, 0, 0},
+	} {
+		if got := c.skip("o", tc.off, tc.limit); got != tc.want {
+			t.Errorf("skip(%d, %d) = %d, want %d", tc.off, tc.limit, got, tc.want)
+		}
+	}
+	if got := c.skip("none", 3, 100); got != 3 {
+		t.Errorf("skip of an object with nothing cached: %d, want 3", got)
+	}
+}

@@ -18,7 +18,8 @@ import (
 )
 
 // BenchmarkRemoteListing measures `ls -l` of a prefix of N frames of
-// about 28 KB (BLOSCFS_BENCH_OBJECTS, 10,000 by default) in versitygw
+// about 28 KB (BLOSCFS_BENCH_OBJECTS, 10,000 by default; frames of
+// BLOSCFS_BENCH_PLAIN_KB KiB of plain data, 32 by default) in versitygw
 // through a fresh remote mount, twice (the second within --dir-cache),
 // with the requests the mount sent and the bytes its GETs fetched for
 // each (`bloscfs stats`). The rows are appended to BLOSCFS_BENCH_TABLE.
@@ -35,11 +36,17 @@ func BenchmarkRemoteListing(b *testing.B) {
 			n = v
 		}
 	}
+	kb := 32
+	if s := os.Getenv("BLOSCFS_BENCH_PLAIN_KB"); s != "" {
+		if v, err := strconv.Atoi(s); err == nil && v > 0 {
+			kb = v
+		}
+	}
 	dir := b.TempDir()
-	// 4096 float64 of a random walk: a frame of about 28 KB.
+	// 4096 float64 of a random walk (by default): a frame of about 28 KB.
 	plain := filepath.Join(dir, "walk.f64")
 	rng := rand.New(rand.NewPCG(1, 1))
-	buf, x := make([]byte, 32<<10), 0.0
+	buf, x := make([]byte, kb<<10), 0.0
 	for i := 0; i < len(buf); i += 8 {
 		x += rng.NormFloat64()
 		binary.LittleEndian.PutUint64(buf[i:], math.Float64bits(x))

@@ -17,6 +17,7 @@ func init() {
 	pack.RegisterFormat(pack.Format{
 		Name:  "chunk",
 		Match: pack.MatchChunk,
+		Head:  pack.ChunkFileHead,
 		Open: func(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (pack.Container, error) {
 			return pack.OpenChunkFile(r, size, name, cache)
 		},

@@ -18,6 +18,8 @@ import (
 	"hash/adler32"
 	"hash/crc32"
 	"io"
+	"math"
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -144,7 +146,43 @@ func init() {
 		Open: func(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (pack.Container, error) {
 			return Open(r, size, name, cache, Options{})
 		},
+		Head: Head,
 	})
+}
+
+// Head is pack.OpenHead for a Bloscpack file: head holds the first bytes
+// of a size-byte file. The plain size is (nchunks-1)·chunk_size +
+// last_chunk, from the header alone, which is checked as Open checks it
+// (and the offsets section, when there is one, against the file size);
+// the metadata, offsets and chunks are not read. A file that does not
+// record those three (format version 1, or a header that says
+// "unknown") gives pack.ErrNoHead: its size is known only from its
+// chunks' headers.
+func Head(head []byte, size int64, name string) (pack.Head, error) {
+	need := min(max(size, 0), headerLen)
+	if int64(len(head)) < need {
+		return pack.Head{}, &pack.HeadShortError{Name: name, N: need}
+	}
+	f := &File{r: bytes.NewReader(head[:need]), size: size, name: name}
+	pos, err := f.parseHeader()
+	if err != nil {
+		return pack.Head{}, err
+	}
+	h := &f.Header
+	if h.ChunkSize < 0 || h.LastChunk < 0 || h.Nchunks < 0 {
+		return pack.Head{}, fmt.Errorf("%s: format version %d, chunk_size %d, last_chunk %d, nchunks %d: %w", name, h.Version, h.ChunkSize, h.LastChunk, h.Nchunks, pack.ErrNoHead)
+	}
+	if h.Options&optOffsets != 0 && pos+8*(h.Nchunks+h.MaxAppChunks) > size {
+		return pack.Head{}, errf(name, pack.ErrFormat, "offsets section of %d entries past the end of the %d-byte file", h.Nchunks+h.MaxAppChunks, size)
+	}
+	if h.Nchunks == 0 {
+		return pack.Head{Format: "bloscpack"}, nil
+	}
+	hi, lo := bits.Mul64(uint64(h.Nchunks-1), uint64(h.ChunkSize))
+	if hi != 0 || lo > math.MaxInt64-uint64(h.LastChunk) {
+		return pack.Head{}, errf(name, pack.ErrFormat, "%d chunks of %d bytes overflow", h.Nchunks, h.ChunkSize)
+	}
+	return pack.Head{Format: "bloscpack", Size: int64(lo) + h.LastChunk}, nil
 }
 
 func errf(name string, base error, format string, args ...any) error {
@@ -172,16 +210,18 @@ func (f *File) readAt(p []byte, off int64, what string) error {
 	return fmt.Errorf("%s: reading %s at %d: %w", f.name, what, off, err)
 }
 
-func (f *File) parse() error {
+// parseHeader reads and checks the header, and returns where the
+// sections after it begin.
+func (f *File) parseHeader() (int64, error) {
 	var hb [headerLen]byte
 	if f.size < headerLenV1 {
-		return errf(f.name, pack.ErrFormat, "file of %d bytes is too short for a header", f.size)
+		return 0, errf(f.name, pack.ErrFormat, "file of %d bytes is too short for a header", f.size)
 	}
 	if err := f.readAt(hb[:min(headerLen, f.size)], 0, "header"); err != nil {
-		return err
+		return 0, err
 	}
 	if string(hb[:4]) != Magic {
-		return errf(f.name, pack.ErrFormat, "bad magic %q, want %q", hb[:4], Magic)
+		return 0, errf(f.name, pack.ErrFormat, "bad magic %q, want %q", hb[:4], Magic)
 	}
 	h := &f.Header
 	h.Version = int(hb[4])
@@ -194,7 +234,7 @@ func (f *File) parse() error {
 		pos = headerLenV1
 	case 2, 3:
 		if f.size < headerLen {
-			return errf(f.name, pack.ErrFormat, "file of %d bytes is too short for a header", f.size)
+			return 0, errf(f.name, pack.ErrFormat, "file of %d bytes is too short for a header", f.size)
 		}
 		h.Options = hb[5]
 		h.Checksum = int(hb[6])
@@ -210,25 +250,34 @@ func (f *File) parse() error {
 			valid = optOffsets
 		}
 		if h.Options&^valid != 0 {
-			return errf(f.name, pack.ErrFormat, "options %#02x has reserved bits set", h.Options)
+			return 0, errf(f.name, pack.ErrFormat, "options %#02x has reserved bits set", h.Options)
 		}
 		if h.Checksum >= len(Checksums) {
-			return errf(f.name, pack.ErrFormat, "checksum id %d", h.Checksum)
+			return 0, errf(f.name, pack.ErrFormat, "checksum id %d", h.Checksum)
 		}
 	default:
-		return errf(f.name, pack.ErrUnsupported, "format version %d (1, 2 and 3 exist)", h.Version)
+		return 0, errf(f.name, pack.ErrUnsupported, "format version %d (1, 2 and 3 exist)", h.Version)
 	}
 	// Every chunk takes at least a 16-byte Blosc header.
 	maxChunks := (f.size - pos) / blosc.MinHeaderLen
 	if h.Nchunks < -1 || h.Nchunks > maxChunks {
-		return errf(f.name, pack.ErrFormat, "nchunks %d impossible in a %d-byte file", h.Nchunks, f.size)
+		return 0, errf(f.name, pack.ErrFormat, "nchunks %d impossible in a %d-byte file", h.Nchunks, f.size)
 	}
 	if h.MaxAppChunks < 0 || h.MaxAppChunks > (f.size-pos)/8 {
-		return errf(f.name, pack.ErrFormat, "max_app_chunks %d impossible in a %d-byte file", h.MaxAppChunks, f.size)
+		return 0, errf(f.name, pack.ErrFormat, "max_app_chunks %d impossible in a %d-byte file", h.MaxAppChunks, f.size)
 	}
 	if h.ChunkSize < -1 || h.LastChunk < -1 || (h.ChunkSize >= 0 && h.LastChunk > h.ChunkSize) {
-		return errf(f.name, pack.ErrFormat, "chunk_size %d, last_chunk %d", h.ChunkSize, h.LastChunk)
+		return 0, errf(f.name, pack.ErrFormat, "chunk_size %d, last_chunk %d", h.ChunkSize, h.LastChunk)
 	}
+	return pos, nil
+}
+
+func (f *File) parse() error {
+	pos, err := f.parseHeader()
+	if err != nil {
+		return err
+	}
+	h := &f.Header
 	if h.Options&optMetadata != 0 {
 		n, err := f.parseMeta(pos)
 		if err != nil {
@@ -251,7 +300,7 @@ func (f *File) parse() error {
 		f.chunkStart = pos + 8*slots
 		f.offsets = make([]int64, h.Nchunks)
 		for i := range f.offsets {
-			o := int64(le.Uint64(raw[8*i:]))
+			o := int64(binary.LittleEndian.Uint64(raw[8*i:]))
 			switch {
 			case o >= f.size:
 				return errf(f.name, pack.ErrFormat, "offsets[%d]=%d points past the end of the %d-byte file", i, o, f.size)

@@ -178,6 +178,7 @@ func init() {
 		Open: func(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (pack.Container, error) {
 			return Open(r, size, name, cache)
 		},
+		Head: Head,
 		OpenDir: func(dir string, cache pack.BlockCache) (pack.Container, error) {
 			return OpenDir(dir, cache)
 		},
@@ -212,6 +213,52 @@ func Open(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (*Frame
 	}
 	f.cr = pack.NewChunkReader(name, f, cache)
 	return f, nil
+}
+
+// Head is pack.OpenHead for a contiguous frame: head holds the first
+// bytes of a size-byte file. The plain size is the header's nbytes, and
+// for a .b2nd array the view's size follows from the b2nd metalayer in
+// the header (shape and dtype), so only the header is read, and checked
+// as Open checks it, with what else it can tell alone (the index's
+// length, the chunks section and the array's geometry against nbytes);
+// the trailer, the index and the chunks are not. A header (metalayers
+// included) longer than head gives a *pack.HeadShortError.
+func Head(head []byte, size int64, name string) (pack.Head, error) {
+	head = head[:min(int64(len(head)), max(size, 0))]
+	f := &Frame{name: name, r: bytes.NewReader(head)}
+	if err := f.parseHeader(size, int64(len(head))); err != nil {
+		return pack.Head{}, err
+	}
+	h := &f.hdr
+	// The chunks section, and the index chunk when there is data, lie
+	// between the header and a trailer of at least minTrailerLen bytes.
+	room := h.frameLen - h.headerLen - minTrailerLen
+	if h.nbytes > 0 {
+		room -= blosc.MinHeaderLen
+	}
+	if h.cbytes > room {
+		return pack.Head{}, f.errf(pack.ErrFormat, "cbytes %d: the chunks section does not fit in the %d-byte frame after its %d-byte header", h.cbytes, h.frameLen, h.headerLen)
+	}
+	if !h.variable() {
+		cs := int64(h.chunksize)
+		if n := h.nbytes/cs + min(1, h.nbytes%cs); n > maxChunks {
+			return pack.Head{}, f.errf(pack.ErrUnsupported, "index of %d chunks exceeds the limit of %d", n, maxChunks)
+		}
+	}
+	a, err := f.arrayMeta()
+	if err != nil {
+		return pack.Head{}, err
+	}
+	if a == nil {
+		return pack.Head{Format: "b2frame", Size: h.nbytes}, nil
+	}
+	if a.size != 0 {
+		if cb := a.chunkItems * int64(a.Itemsize); h.nbytes != a.nchunks*cb {
+			return pack.Head{}, f.errf(pack.ErrFormat, "b2nd super-chunk of %d bytes, the geometry needs %d", h.nbytes, a.nchunks*cb)
+		}
+	}
+	npy := int64(len(NPYHeader(a.NPYDescr(), a.Shape))) + a.size*int64(a.Itemsize)
+	return pack.Head{Format: "b2nd", Size: npy, NPY: true}, nil
 }
 
 // OpenDir opens a sparse frame directory: dir/chunks.b2frame holds the
@@ -290,9 +337,15 @@ func parseFixed(b []byte) (header, error) {
 	return h, nil
 }
 
-func (f *Frame) parse(size int64) error {
+// parseHeader reads and checks the header of a size-byte frame, of
+// which f.r holds the first avail bytes: a header longer than those
+// gives a *pack.HeadShortError.
+func (f *Frame) parseHeader(size, avail int64) error {
 	if size < FixedHeaderLen {
 		return f.errf(pack.ErrFormat, "%d bytes is too short for a frame (the fixed header alone is %d)", size, FixedHeaderLen)
+	}
+	if avail < FixedHeaderLen {
+		return &pack.HeadShortError{Name: f.name, N: FixedHeaderLen}
 	}
 	var fb [FixedHeaderLen]byte
 	if err := f.readAt(fb[:], 0, size, "header"); err != nil {
@@ -342,6 +395,9 @@ func (f *Frame) parse(size int64) error {
 	}
 
 	// Header metalayers.
+	if h.headerLen > avail {
+		return &pack.HeadShortError{Name: f.name, N: h.headerLen}
+	}
 	hb := make([]byte, h.headerLen)
 	if err := f.readAt(hb, 0, size, "header"); err != nil {
 		return err
@@ -352,7 +408,15 @@ func (f *Frame) parse(size int64) error {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
+	return nil
+}
 
+func (f *Frame) parse(size int64) error {
+	if err := f.parseHeader(size, size); err != nil {
+		return err
+	}
+	h := f.hdr
+	var err error
 	// Trailer.
 	var tail [trailerTailLen]byte
 	if err := f.readAt(tail[:], h.frameLen-trailerTailLen, h.frameLen, "trailer"); err != nil {

@@ -224,22 +224,32 @@ func (a *Array) derive() error {
 	return nil
 }
 
-// parseND detects a b2nd (or caterva) metalayer and checks the geometry
-// against the super-chunk.
-func (f *Frame) parseND() error {
+// arrayMeta parses the b2nd (or caterva) metalayer of the header, if
+// there is one (nil if not).
+func (f *Frame) arrayMeta() (*Array, error) {
 	b, ok := f.Meta("b2nd")
 	legacy := false
 	if !ok {
 		if b, ok = f.Meta("caterva"); !ok {
-			return nil
+			return nil, nil
 		}
 		legacy = true
 	}
 	a, err := ParseArrayMeta(b, int(f.hdr.typesize))
 	if err != nil {
-		return fmt.Errorf("%s: %w", f.name, err)
+		return nil, fmt.Errorf("%s: %w", f.name, err)
 	}
 	a.Legacy = legacy
+	return a, nil
+}
+
+// parseND detects a b2nd (or caterva) metalayer and checks the geometry
+// against the super-chunk.
+func (f *Frame) parseND() error {
+	a, err := f.arrayMeta()
+	if a == nil || err != nil {
+		return err
+	}
 	if a.size == 0 {
 		f.nd = a
 		return nil
