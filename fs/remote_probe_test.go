@@ -15,6 +15,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/fakes3"
+	"github.com/bloscfs/bloscfs/internal/hostile"
 	"github.com/bloscfs/bloscfs/pack/frame"
 	"github.com/bloscfs/bloscfs/remote"
 	"golang.org/x/sys/unix"
@@ -23,25 +24,7 @@ import (
 // writeFrame returns a contiguous frame of chunks written with p.
 func writeFrame(t *testing.T, p frame.Params, chunks ...[]byte) []byte {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "f.b2frame")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := frame.NewWriter(f, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range chunks {
-		if err := w.AddChunk(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	b, err := os.ReadFile(path)
+	b, err := hostile.FrameBytes(p, chunks...)
 	if err != nil {
 		t.Fatal(err)
 	}

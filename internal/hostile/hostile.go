@@ -59,6 +59,19 @@ func writeFrame(p frame.Params, add func(w *frame.Writer) error) ([]byte, error)
 	return m.b, nil
 }
 
+// FrameBytes returns a contiguous frame of the chunks, written with p
+// in memory.
+func FrameBytes(p frame.Params, chunks ...[]byte) ([]byte, error) {
+	return writeFrame(p, func(w *frame.Writer) error {
+		for _, c := range chunks {
+			if err := w.AddChunk(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // indexChunk returns the offset of a contiguous frame's index chunk.
 func indexChunk(b []byte) int {
 	be := binary.BigEndian
