@@ -2,11 +2,9 @@ package fs
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -92,20 +90,7 @@ func TestRemoteListingProbesHeads(t *testing.T) {
 	plains["small"] = small
 	npySize := int64(len(frame.NPYHeader("<i4", a.Shape))) + 250*200*4
 
-	logs := &syncBuffer{}
-	store, err := remote.New(context.Background(), "bkt", remote.Config{Endpoint: srv.URL, Anonymous: true, Logger: log.New(logs, "", 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	opts := DefaultOptions()
-	opts.Logger = log.New(logs, "", 0)
-	server, rfs, err := MountRemote(store, "", mnt, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unmountAtEnd(t, server, mnt)
+	mnt, logs, rfs := mountBucket(t, srv, "")
 
 	counts := func() (int64, int64) { s := rfs.Stats().Remote; return s.Requests, s.FetchedBytes }
 	r0, b0 := counts()
@@ -229,20 +214,7 @@ func TestRemoteHeadProbeBrokenTail(t *testing.T) {
 	srv.Put("p/bad2.b2frame", bad)
 	srv.Put("p/good.b2frame", b)
 
-	logs := &syncBuffer{}
-	store, err := remote.New(context.Background(), "bkt", remote.Config{Endpoint: srv.URL, Anonymous: true, Logger: log.New(logs, "", 0), DirCache: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	opts := DefaultOptions()
-	opts.Logger = log.New(logs, "", 0)
-	server, _, err := MountRemote(store, "", mnt, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unmountAtEnd(t, server, mnt)
+	mnt, _, _ := mountBucketConfig(t, srv, "", remote.Config{DirCache: -1})
 	names := func() map[string]bool {
 		ents, err := os.ReadDir(filepath.Join(mnt, "p"))
 		if err != nil {

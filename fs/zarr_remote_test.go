@@ -24,9 +24,17 @@ import (
 // point, the mount's log and its state.
 func mountBucket(t *testing.T, srv *fakes3.Server, prefix string) (string, *syncBuffer, *RemoteFS) {
 	t.Helper()
+	return mountBucketConfig(t, srv, prefix, remote.Config{})
+}
+
+// mountBucketConfig is mountBucket with the store's settings of cfg
+// (its endpoint, credentials and logger are the fake's and the test's).
+func mountBucketConfig(t *testing.T, srv *fakes3.Server, prefix string, cfg remote.Config) (string, *syncBuffer, *RemoteFS) {
+	t.Helper()
 	logs := &syncBuffer{}
 	logger := log.New(logs, "", 0)
-	store, err := remote.New(context.Background(), srv.Bucket, remote.Config{Endpoint: srv.URL, Anonymous: true, Logger: logger})
+	cfg.Endpoint, cfg.Anonymous, cfg.Logger = srv.URL, true, logger
+	store, err := remote.New(context.Background(), srv.Bucket, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
