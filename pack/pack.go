@@ -151,7 +151,25 @@ type ChunkReader struct {
 	adding    int                             // the chunk being added: not evicted for room
 
 	direct atomic.Int64 // blocks decoded straight into a read's buffer, bypassing the cache
+	ranged atomic.Int64 // parts of blocks decoded alone into a read's buffer
+
+	partMu sync.Mutex
+	parts  [partsKept]BlockKey // the blocks of the last partial decodes
+	partN  int                 // how many parts were ever recorded
 }
+
+// partsKept is how many blocks a reader remembers having decoded part of:
+// a second read of one of them decodes the block whole into the cache.
+const partsKept = 16
+
+// Partial decodes: a read of a small part of a large block that is not
+// cached decodes that part alone (blosc.Chunk.DecodeBlockRange), straight
+// into the read's buffer, when the block is at least partMinBlock bytes
+// and the part at most 1/partMaxShare of it.
+const (
+	partMinBlock = 64 << 10
+	partMaxShare = 4
+)
 
 // parsedBytes is the memory a reader's parsed chunks hold; it is given
 // back to the cache when the reader is collected.
@@ -569,6 +587,16 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 	if reader != nil && r.src.ChunkOffset(pc.chunk)+pc.c.BlockOffset(pc.block)+int64(pc.c.BlockLen(pc.block)) <= reader() {
 		return nil
 	}
+	if r.partial(pc, mode) {
+		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+			return err
+		}
+		if err := pc.c.DecodeBlockRange(pc.dst, pc.block, pc.from); err != nil {
+			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
+		}
+		r.ranged.Add(1)
+		return nil
+	}
 	// (Not for a block 0 that the chunk's other blocks take as delta
 	// reference: they would decode it again.)
 	_, none := r.cache.(NoCache)
@@ -598,6 +626,45 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 	}
 	r.deliver(pc, blk, mode)
 	return nil
+}
+
+// partial reports whether piece pc is decoded alone, straight into the
+// read's buffer, instead of its whole block into the cache: a random
+// reader's (or any reader's without a cache) small part of a large block
+// that is neither cached nor being decoded, and that the reader has not
+// decoded part of lately. Decoding 4 KiB of a 1 MiB block touches a few
+// KiB of memory where the whole block fills a mebibyte of it, fresh
+// memory for each new block of a random reader: on a virtual machine
+// whose page faults cost 20-50 µs each, most of a cold read. A block read
+// in part a second time decodes whole into the cache, so that a reader
+// that comes back to a block pays at most one partial decode more.
+func (r *ChunkReader) partial(pc piece, mode readMode) bool {
+	bl := pc.c.BlockLen(pc.block)
+	if mode == readWarm || pc.n == bl || pc.c.NeedsBlock0() {
+		return false
+	}
+	_, none := r.cache.(NoCache)
+	if none {
+		return true
+	}
+	if mode != readKeep || bl < partMinBlock || pc.n > bl/partMaxShare {
+		return false
+	}
+	k := r.key(pc.chunk, pc.block)
+	if r.cache.Contains(k) {
+		return false
+	}
+	r.partMu.Lock()
+	defer r.partMu.Unlock()
+	for j := range min(r.partN, partsKept) {
+		if r.parts[j] == k {
+			r.parts[j] = BlockKey{Block: -1}
+			return false
+		}
+	}
+	r.parts[r.partN%partsKept] = k
+	r.partN++
+	return true
 }
 
 // fill serves each piece. Cached blocks are served at once; when several

@@ -248,3 +248,53 @@ func TestPrefetch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPartialDecode checks how a random reader's small read of a large
+// block that is not cached is served: decoded alone into the read's
+// buffer (the block stays out of the cache), and the second small read
+// of that block decodes it whole into the cache, which serves the reads
+// after it.
+func TestPartialDecode(t *testing.T) {
+	plain := testPlain(4 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 1 << 20}
+	p.Filters[5] = blosc.FilterShuffle
+	src := newMemSource(t, plain, 1<<20, p)
+	c := cache.New[BlockKey](64 << 20)
+	r := NewChunkReader("mem", src, c)
+	read := func(off int64, n int) {
+		t.Helper()
+		buf := make([]byte, n)
+		if _, err := r.ReadAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, plain[off:off+int64(n)]) {
+			t.Fatalf("ReadAt(%d bytes at %d): wrong bytes", n, off)
+		}
+	}
+	read(1<<20+12345, 4096)
+	if k := r.key(1, 0); c.Contains(k) {
+		t.Fatal("a 4 KiB read of a 1 MiB block put the block in the cache")
+	}
+	if got := r.ranged.Load(); got != 1 {
+		t.Fatalf("%d partial decodes, want 1", got)
+	}
+	read(1<<20+500000, 4096) // the same block again: decoded whole
+	if !c.Contains(r.key(1, 0)) {
+		t.Fatal("the second read of a block did not decode it into the cache")
+	}
+	read(1<<20+700001, 3) // from the cache
+	if got, s := r.ranged.Load(), c.Stats(); got != 1 || s.Loads != 1 || s.Hits < 1 {
+		t.Fatalf("%d partial decodes, %d loads, %d hits; want 1, 1 and at least 1", got, s.Loads, s.Hits)
+	}
+	read(2<<20, 300<<10) // more than a quarter of the block: whole, cached
+	if !c.Contains(r.key(2, 0)) || r.ranged.Load() != 1 {
+		t.Fatal("a read of 300 KiB of a 1 MiB block was decoded alone")
+	}
+	// Without a cache every part is decoded alone.
+	r = NewChunkReader("mem", src, NoCache{})
+	read(3<<20+77, 4096)
+	read(3<<20+9999, 4096)
+	if got := r.ranged.Load(); got != 2 {
+		t.Fatalf("without a cache: %d partial decodes, want 2", got)
+	}
+}
