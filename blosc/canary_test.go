@@ -59,6 +59,21 @@ func decodeCanary(t *testing.T, name string, c *Chunk, want []byte) {
 			if !bytes.Equal(cr.Dst(), want[off+int64(w[0]):off+int64(w[0]+w[1])]) {
 				t.Fatalf("%s: DecodeBlockRange(block %d, [%d,+%d)) gives wrong bytes", name, i, w[0], w[1])
 			}
+			// The same bytes as a range and the rest after it.
+			k := w[1] - w[1]/7
+			cd, ce := testutil.NewCanary(k), testutil.NewCanary(w[1]-k)
+			if err := c.DecodeBlockRangeRest(cd.Dst(), ce.Dst(), i, w[0]); err != nil {
+				t.Fatalf("%s: DecodeBlockRangeRest(block %d, [%d,+%d), +%d): %v", name, i, w[0], k, w[1]-k, err)
+			}
+			if err := cd.Check(); err != nil {
+				t.Fatalf("%s: DecodeBlockRangeRest(block %d, [%d,+%d)) %s", name, i, w[0], k, err)
+			}
+			if err := ce.Check(); err != nil {
+				t.Fatalf("%s: DecodeBlockRangeRest(block %d, [%d,+%d)) rest %s", name, i, w[0], k, err)
+			}
+			if !bytes.Equal(append(cd.Dst(), ce.Dst()...), want[off+int64(w[0]):off+int64(w[0]+w[1])]) {
+				t.Fatalf("%s: DecodeBlockRangeRest(block %d, [%d,+%d), +%d) gives wrong bytes", name, i, w[0], k, w[1]-k)
+			}
 		}
 	}
 }

@@ -266,6 +266,14 @@ func checkBlocks(t *testing.T, chunk, full []byte) {
 			if want := full[off+int64(w[0]) : off+int64(w[0]+w[1])]; !bytes.Equal(got, want) {
 				t.Fatalf("DecodeBlockRange(block %d, [%d,+%d)) differs from the full decode", i, w[0], w[1])
 			}
+			k := w[1] / 3
+			head, rest := make([]byte, k), make([]byte, w[1]-k)
+			if err := c.DecodeBlockRangeRest(head, rest, i, w[0]); err != nil {
+				t.Fatalf("DecodeBlockRangeRest(block %d, [%d,+%d), +%d): %v", i, w[0], k, w[1]-k, err)
+			}
+			if !bytes.Equal(append(head, rest...), got) {
+				t.Fatalf("DecodeBlockRangeRest(block %d, [%d,+%d), +%d) differs from the full decode", i, w[0], k, w[1]-k)
+			}
 			for _, rd := range rr.reads {
 				inBlock := rd[0] >= s && rd[1] <= e
 				inBlock0 := c.NeedsBlock0() && rd[0] >= s0 && rd[1] <= e0

@@ -21,34 +21,54 @@ import (
 // whole into scratch memory and the range is copied out. Nothing is
 // written outside dst[:len(dst)].
 func (c *Chunk) DecodeBlockRange(dst []byte, i, from int) error {
+	return c.DecodeBlockRangeRest(dst, nil, i, from)
+}
+
+// DecodeBlockRangeRest is DecodeBlockRange that also writes the bytes
+// that follow the range, [from+len(dst), from+len(dst)+len(rest)), to
+// rest, from the same decode: a sequential reader whose reads are not
+// aligned with the blocks (an NPY header in front of a Zarr array's
+// chunks) takes most of a block straight into its read's buffer and
+// keeps the few bytes after it for its next read. Nothing is written
+// outside dst[:len(dst)] and rest[:len(rest)].
+func (c *Chunk) DecodeBlockRangeRest(dst, rest []byte, i, from int) error {
 	if i < 0 || i >= c.nblocks {
 		return fmt.Errorf("blosc: block %d out of range [0,%d)", i, c.nblocks)
 	}
 	bl := c.BlockLen(i)
-	if from < 0 || from > bl || len(dst) > bl-from {
-		return fmt.Errorf("blosc: range [%d,%d) outside block %d of %d bytes", from, from+len(dst), i, bl)
+	if from < 0 || from > bl || len(dst) > bl-from || len(rest) > bl-from-len(dst) {
+		return fmt.Errorf("blosc: range [%d,%d) outside block %d of %d bytes", from, from+len(dst)+len(rest), i, bl)
 	}
-	dst = dst[:len(dst):len(dst)]
-	if len(dst) == 0 {
+	ws := [2]window{{from, dst[:len(dst):len(dst)]}, {from + len(dst), rest[:len(rest):len(rest)]}}
+	if len(dst)+len(rest) == 0 {
 		return nil
 	}
 	off := c.BlockOffset(i)
 	switch {
 	case c.Special() != SpecialNone:
-		if c.value != nil {
-			fillPattern(dst, c.value, off+int64(from))
-		} else {
-			clear(dst)
+		for _, w := range ws {
+			if c.value != nil {
+				fillPattern(w.dst, c.value, off+int64(w.from))
+			} else {
+				clear(w.dst)
+			}
 		}
 		return nil
 	case c.Memcpyed():
-		return c.readAt(dst, int64(c.Len())+off+int64(from))
+		for _, w := range ws {
+			if len(w.dst) > 0 {
+				if err := c.readAt(w.dst, int64(c.Len())+off+int64(w.from)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
 	if from == 0 && len(dst) == bl {
 		return c.DecodeBlock(dst, i)
 	}
 	if lay, ok := c.rangeLayout(i); ok {
-		if err := c.decodeRangeStreams(dst, i, from, lay); err != nil {
+		if err := c.decodeRangeStreams(ws[:], i, lay); err != nil {
 			return fmt.Errorf("block %d: %w", i, err)
 		}
 		return nil
@@ -58,8 +78,16 @@ func (c *Chunk) DecodeBlockRange(dst []byte, i, from int) error {
 	if err := c.DecodeBlock(*bp, i); err != nil {
 		return err
 	}
-	copy(dst, (*bp)[from:])
+	for _, w := range ws {
+		copy(w.dst, (*bp)[w.from:])
+	}
 	return nil
+}
+
+// window is where bytes [from, from+len(dst)) of a block go.
+type window struct {
+	from int
+	dst  []byte
 }
 
 // layout is how a block's bytes lie in its streams, for a range decode.
@@ -164,15 +192,15 @@ type Holder interface {
 
 // decodeRangeStreams decodes the range of block i from its streams,
 // reading them from memory, in place, or in parts.
-func (c *Chunk) decodeRangeStreams(dst []byte, i, from int, lay layout) error {
+func (c *Chunk) decodeRangeStreams(ws []window, i int, lay layout) error {
 	start, end := int64(c.bstarts[i]), int64(c.bends[i])
 	if c.data != nil {
-		return c.decodeRange(dst, i, from, lay, &blockSrc{mem: c.data[start:end]})
+		return c.decodeRange(ws, i, lay, &blockSrc{mem: c.data[start:end]})
 	}
 	cZstd := c.Codec() == CodecZstd && libzstd() != nil
 	if ip, base, n, ok := inPlace(c.r); ok && !cZstd && end <= n && end <= int64(c.Cbytes) {
 		if ok, err := ip.ReadInPlace(base+start, end-start, func(src []byte) error {
-			return c.decodeRange(dst, i, from, lay, &blockSrc{mem: src})
+			return c.decodeRange(ws, i, lay, &blockSrc{mem: src})
 		}); ok {
 			return err
 		}
@@ -192,13 +220,14 @@ func (c *Chunk) decodeRangeStreams(dst []byte, i, from int, lay layout) error {
 	bp := getBuf(int(end - start))
 	defer putBuf(bp)
 	var spans [8][2]int
-	return c.decodeRange(dst, i, from, lay, &blockSrc{c: c, r: r, start: start, buf: *bp, spans: spans[:0]})
+	return c.decodeRange(ws, i, lay, &blockSrc{c: c, r: r, start: start, buf: *bp, spans: spans[:0]})
 }
 
-// decodeRange decodes bytes [from, from+len(dst)) of block i from src.
-func (c *Chunk) decodeRange(dst []byte, i, from int, lay layout, src *blockSrc) error {
+// decodeRange decodes the bytes of block i for windows ws, which follow
+// one another, from src.
+func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error {
 	bsize := c.BlockLen(i)
-	a, b := from, from+len(dst)
+	a, b := ws[0].from, ws[len(ws)-1].from+len(ws[len(ws)-1].dst)
 	nst, sts := lay.nstreams, lay.sts
 	neblock := bsize / nst
 	// The shuffled bytes of the block, S: plane j of element e at
@@ -294,9 +323,12 @@ func (c *Chunk) decodeRange(dst []byte, i, from int, lay layout, src *blockSrc) 
 		view = append(view, o)
 	}
 	if sts == 1 {
-		for s, o := range view {
-			if s*neblock < b && (s+1)*neblock > a {
-				copy(dst[max(s*neblock-a, 0):], o[max(a-s*neblock, 0):min(b-s*neblock, neblock)])
+		for _, w := range ws {
+			a, b := w.from, w.from+len(w.dst)
+			for s, o := range view {
+				if s*neblock < b && (s+1)*neblock > a {
+					copy(w.dst[max(s*neblock-a, 0):], o[max(a-s*neblock, 0):min(b-s*neblock, neblock)])
+				}
 			}
 		}
 		return nil
@@ -313,9 +345,12 @@ func (c *Chunk) decodeRange(dst []byte, i, from int, lay layout, src *blockSrc) 
 			pl = append(pl, view[0][j*N:(j+1)*N])
 		}
 	}
-	unshuffleRange(dst, pl, a, min(b, N*sts))
-	for p := max(a, N*sts); p < b; p++ { // bytes after the last element
-		dst[p-a] = view[0][p]
+	for _, w := range ws {
+		a, b := w.from, w.from+len(w.dst)
+		unshuffleRange(w.dst, pl, a, min(b, N*sts))
+		for p := max(a, N*sts); p < b; p++ { // bytes after the last element
+			w.dst[p-a] = view[0][p]
+		}
 	}
 	return nil
 }

@@ -156,6 +156,53 @@ type ChunkReader struct {
 	partMu sync.Mutex
 	parts  [partsKept]BlockKey // the blocks of the last partial decodes
 	partN  int                 // how many parts were ever recorded
+	rests  [restsKept]rest     // the ends of blocks a sequential reader left for its next read
+	restN  int                 // how many rests were ever kept
+}
+
+// rest is the end of a block, bytes [from, BlockLen) of it, decoded with
+// a sequential read that took the rest of the block and kept for the
+// read that follows.
+type rest struct {
+	key  BlockKey
+	from int
+	b    []byte
+}
+
+// Rests: a sequential reader's read that covers the start of a block not
+// cached, and at least half of it, decodes the block straight into its
+// buffer and keeps the block's last bytes, at most maxRest of them, for
+// its next read, instead of decoding the whole block into the cache and
+// copying out of it. The 1 MiB READs of a Zarr array's NPY view lie 128
+// bytes (the NPY header) off its chunks of one 1 MiB block each.
+const (
+	restsKept = 16
+	maxRest   = 64 << 10
+)
+
+// takeRest copies piece pc out of a kept rest of its block, and drops the
+// rest, reporting whether it held the piece.
+func (r *ChunkReader) takeRest(pc piece) bool {
+	k := r.key(pc.chunk, pc.block)
+	r.partMu.Lock()
+	defer r.partMu.Unlock()
+	for j := range min(r.restN, restsKept) {
+		rs := &r.rests[j]
+		if rs.key == k && rs.b != nil && pc.from >= rs.from && pc.from+pc.n <= rs.from+len(rs.b) {
+			copy(pc.dst, rs.b[pc.from-rs.from:])
+			*rs = rest{}
+			return true
+		}
+	}
+	return false
+}
+
+// keepRest keeps the end of a block for the reader's next read.
+func (r *ChunkReader) keepRest(k BlockKey, from int, b []byte) {
+	r.partMu.Lock()
+	r.rests[r.restN%restsKept] = rest{key: k, from: from, b: b}
+	r.restN++
+	r.partMu.Unlock()
 }
 
 // partsKept is how many blocks a reader remembers having decoded part of:
@@ -587,6 +634,20 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 	if reader != nil && r.src.ChunkOffset(pc.chunk)+pc.c.BlockOffset(pc.block)+int64(pc.c.BlockLen(pc.block)) <= reader() {
 		return nil
 	}
+	if mode == readOnce && pc.from == 0 && pc.n < pc.c.BlockLen(pc.block) && 2*pc.n >= pc.c.BlockLen(pc.block) &&
+		pc.c.BlockLen(pc.block)-pc.n <= maxRest && !pc.c.NeedsBlock0() && !r.cache.Contains(r.key(pc.chunk, pc.block)) {
+		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+			return err
+		}
+		bl := pc.c.BlockLen(pc.block)
+		end := make([]byte, bl-pc.n)
+		if err := pc.c.DecodeBlockRangeRest(pc.dst, end, pc.block, 0); err != nil {
+			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
+		}
+		r.keepRest(r.key(pc.chunk, pc.block), pc.n, end)
+		r.ranged.Add(1)
+		return nil
+	}
 	if r.partial(pc, mode) {
 		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
 			return err
@@ -671,10 +732,16 @@ func (r *ChunkReader) partial(pc piece, mode readMode) bool {
 // are missing they decode in parallel, bounded by the number of CPUs.
 func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) error {
 	if len(pieces) == 1 && mode != readWarm {
+		if mode == readOnce && r.takeRest(pieces[0]) {
+			return nil
+		}
 		return r.fillOne(pieces[0], mode, nil)
 	}
 	missing := pieces[:0:0]
 	for k, pc := range pieces {
+		if mode == readOnce && r.takeRest(pc) {
+			continue
+		}
 		if mode == readWarm {
 			if r.cache.Contains(r.key(pc.chunk, pc.block)) {
 				continue

@@ -298,3 +298,38 @@ func TestPartialDecode(t *testing.T) {
 		t.Fatalf("without a cache: %d partial decodes, want 2", got)
 	}
 }
+
+// TestSequentialRests reads a file of one-block chunks sequentially
+// (ReadAtOnce) in reads that lie 128 bytes off the blocks, as the READs
+// of a Zarr array's NPY view do: each read decodes the start of its
+// block straight into its buffer and keeps the block's last 128 bytes for
+// the next read, so that no block goes through the cache.
+func TestSequentialRests(t *testing.T) {
+	plain := testPlain(4 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 1 << 20}
+	p.Filters[5] = blosc.FilterShuffle
+	src := newMemSource(t, plain, 1<<20, p)
+	c := cache.New[BlockKey](64 << 20)
+	r := NewChunkReader("mem", src, c)
+	for off := int64(0); off < int64(len(plain)); {
+		n := int64(1<<20 - 128)
+		if off > 0 {
+			n = 1 << 20
+		}
+		buf := make([]byte, n)
+		got, err := r.ReadAtOnce(buf, off)
+		if err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf[:got], plain[off:off+int64(got)]) {
+			t.Fatalf("ReadAtOnce(%d bytes at %d): wrong bytes", n, off)
+		}
+		off += int64(got)
+	}
+	if s := c.Stats(); s.Loads != 0 || s.Entries != 0 {
+		t.Fatalf("%d blocks decoded into the cache, %d left there; want none", s.Loads, s.Entries)
+	}
+	if got := r.ranged.Load(); got != 4 {
+		t.Fatalf("%d blocks decoded with their rest kept, want 4", got)
+	}
+}
