@@ -139,9 +139,11 @@ type blockSrc struct {
 	spans [][2]int    // read mode: the ranges of buf read
 }
 
-// minRangeRead is the least a read-mode blockSrc reads at a time: the
-// headers of small streams that follow come with it.
-const minRangeRead = 4 << 10
+// headAhead is the least a read-mode blockSrc reads at a stream's
+// header: a small compressed stream, and the header after it, come with
+// it. The part of a stored stream that a range needs is read alone: a
+// 4 KiB range of a block of eight stored streams reads 4 KiB of them.
+const headAhead = 1 << 10
 
 // base returns the block's bytes (valid where get made them so).
 func (s *blockSrc) base() []byte {
@@ -151,8 +153,9 @@ func (s *blockSrc) base() []byte {
 	return s.buf
 }
 
-// get returns the block's bytes [lo, hi).
-func (s *blockSrc) get(lo, hi int) ([]byte, error) {
+// get returns the block's bytes [lo, hi), reading at least ahead bytes
+// when it reads.
+func (s *blockSrc) get(lo, hi, ahead int) ([]byte, error) {
 	b := s.base()
 	if lo < 0 || hi < lo || hi > len(b) {
 		return nil, fmt.Errorf("%w: stream bytes [%d,%d) past the block's %d", ErrCorrupt, lo, hi, len(b))
@@ -165,7 +168,7 @@ func (s *blockSrc) get(lo, hi int) ([]byte, error) {
 			return b[lo:hi], nil
 		}
 	}
-	end := min(max(hi, lo+minRangeRead), len(b))
+	end := min(max(hi, lo+ahead), len(b))
 	n, err := s.r.ReadAt(b[lo:end], s.start+int64(lo))
 	if n != end-lo {
 		if err == nil || errors.Is(err, io.EOF) {
@@ -266,7 +269,7 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 		default: // split streams, no shuffle: stream s is S[s*neblock:]
 			slo, shi = max(a-s*neblock, 0), min(b-s*neblock, neblock)
 		}
-		hd, err := src.get(pos, pos+4)
+		hd, err := src.get(pos, pos+4, headAhead)
 		if err != nil {
 			return fmt.Errorf("stream %d header: %w", s, err)
 		}
@@ -280,7 +283,7 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 				clear(o[slo:shi])
 			}
 		case ext && csize < 0:
-			t, err := src.get(pos, pos+1)
+			t, err := src.get(pos, pos+1, 0)
 			if err != nil {
 				return fmt.Errorf("stream %d run token: %w", s, err)
 			}
@@ -295,7 +298,7 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, len(src.base())-pos)
 		case int(csize) == neblock:
 			if need {
-				if _, err := src.get(pos+slo, pos+shi); err != nil {
+				if _, err := src.get(pos+slo, pos+shi, 0); err != nil {
 					return err
 				}
 			}
@@ -303,7 +306,7 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 			pos += neblock
 		default:
 			if need {
-				cs, err := src.get(pos, pos+int(csize))
+				cs, err := src.get(pos, pos+int(csize), 0)
 				if err != nil {
 					return err
 				}
