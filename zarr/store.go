@@ -166,12 +166,22 @@ func (s *DirStore) GetRange(key string, off, n int64) ([]byte, error) {
 // ReadAt opens the file anew: a reader kept for a parsed chunk holds no
 // file descriptor.
 func (s *DirStore) ObjectReader(key string) (io.ReaderAt, int64, error) {
-	f, size, err := s.open(key)
+	if !ValidKey(key) {
+		return nil, 0, fmt.Errorf("zarr: key %q: %w (not a relative key inside the store)", key, ErrFormat)
+	}
+	// One stat, not an open, a stat and a close: a cold read of a chunk
+	// opens its file twice more (its header, its block's streams).
+	st, err := s.root.Stat(key)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, fmt.Errorf("%s: %w", key, ErrNotExist)
+		}
 		return nil, 0, err
 	}
-	f.Close()
-	return &dirObject{s: s, key: key}, size, nil
+	if !st.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s: %w (not a regular file)", key, ErrNotExist)
+	}
+	return &dirObject{s: s, key: key}, st.Size(), nil
 }
 
 // dirObject reads one object of a DirStore.
