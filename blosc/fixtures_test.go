@@ -367,3 +367,44 @@ func TestDecodeRangeHolder(t *testing.T) {
 		t.Fatalf("a 4 KiB range of a %d-byte block of stored streams read %d bytes in %d reads", bl, total, len(rec.reads))
 	}
 }
+
+// lendingReader is an InPlaceReader that never lends (a remote object
+// whose range cache does not hold the bytes) and counts its reads.
+type lendingReader struct {
+	recordingReader
+}
+
+func (l *lendingReader) ReadInPlace(off, n int64, fn func([]byte) error) (bool, error) {
+	return false, nil
+}
+
+// TestDecodeRangeRemote checks that a range decode through a reader that
+// can lend bytes but does not (a remote object: each read a round trip)
+// reads the block's bytes in one read, not a read per stream part.
+func TestDecodeRangeRemote(t *testing.T) {
+	plain := benchWalk(1 << 20)
+	chunk, err := Compress(nil, plain, Params{Codec: CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 256 << 10, Filters: [MaxFilters]uint8{5: FilterShuffle}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr := &lendingReader{recordingReader{b: chunk}}
+	c, err := NewChunk(lr, int64(len(chunk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2} {
+		lr.reads = nil
+		got := make([]byte, 4096)
+		if err := c.DecodeBlockRange(got, i, 100001); err != nil {
+			t.Fatal(err)
+		}
+		off := int(c.BlockOffset(i))
+		if !bytes.Equal(got, plain[off+100001:off+100001+4096]) {
+			t.Fatal("wrong bytes")
+		}
+		s, e := c.CompressedExtent(i)
+		if len(lr.reads) != 1 || lr.reads[0] != [2]int64{s, e} {
+			t.Fatalf("block %d [%d,%d): reads %v, want the block in one", i, s, e, lr.reads)
+		}
+	}
+}

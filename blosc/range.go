@@ -201,16 +201,30 @@ func (c *Chunk) decodeRangeStreams(ws []window, i int, lay layout) error {
 		return c.decodeRange(ws, i, lay, &blockSrc{mem: c.data[start:end]})
 	}
 	cZstd := c.Codec() == CodecZstd && libzstd() != nil
-	if ip, base, n, ok := inPlace(c.r); ok && !cZstd && end <= n && end <= int64(c.Cbytes) {
-		if ok, err := ip.ReadInPlace(base+start, end-start, func(src []byte) error {
-			return c.decodeRange(ws, i, lay, &blockSrc{mem: src})
-		}); ok {
+	if ip, base, n, ok := inPlace(c.r); ok {
+		if !cZstd && end <= n && end <= int64(c.Cbytes) {
+			if ok, err := ip.ReadInPlace(base+start, end-start, func(src []byte) error {
+				return c.decodeRange(ws, i, lay, &blockSrc{mem: src})
+			}); ok {
+				return err
+			}
+		}
+		// A reader that can lend bytes may be a remote object, each of
+		// whose reads is a round trip: the block's bytes in one read, as
+		// a whole block decode reads them.
+		sp := getBuf(int(end - start))
+		defer putBuf(sp)
+		if err := c.readAt(*sp, start); err != nil {
 			return err
 		}
+		return c.decodeRange(ws, i, lay, &blockSrc{mem: *sp})
 	}
 	if end > int64(c.Cbytes) {
 		return fmt.Errorf("%w: block ends at %d past cbytes %d", ErrCorrupt, end, c.Cbytes)
 	}
+	// A local file: the stream headers and the parts the range needs,
+	// read one by one (through one open file where the reader opens its
+	// file for each read).
 	r := c.r
 	if h, ok := r.(Holder); ok {
 		hr, release, err := h.Hold()
