@@ -156,17 +156,19 @@ type ChunkReader struct {
 	partMu sync.Mutex
 	parts  [partsKept]BlockKey // the blocks of the last partial decodes
 	partN  int                 // how many parts were ever recorded
-	rests  [restsKept]rest     // the ends of blocks a sequential reader left for its next read
+	rests  [restsKept]*rest    // the ends of blocks a sequential reader left for its next read
 	restN  int                 // how many rests were ever kept
 }
 
 // rest is the end of a block, bytes [from, BlockLen) of it, decoded with
 // a sequential read that took the rest of the block and kept for the
-// read that follows.
+// read that follows. b is set, or left nil on an error, before done is
+// closed.
 type rest struct {
 	key  BlockKey
 	from int
 	b    []byte
+	done chan struct{}
 }
 
 // Rests: a sequential reader's read that covers the start of a block not
@@ -174,35 +176,54 @@ type rest struct {
 // buffer and keeps the block's last bytes, at most maxRest of them, for
 // its next read, instead of decoding the whole block into the cache and
 // copying out of it. The 1 MiB READs of a Zarr array's NPY view lie 128
-// bytes (the NPY header) off its chunks of one 1 MiB block each.
+// bytes (the NPY header) off its chunks of one 1 MiB block each. The
+// kernel sends such READs two at a time: the next READ waits for the
+// rest being decoded rather than decode the block again.
 const (
 	restsKept = 16
 	maxRest   = 64 << 10
 )
 
-// takeRest copies piece pc out of a kept rest of its block, and drops the
-// rest, reporting whether it held the piece.
+// takeRest copies piece pc out of a kept rest of its block, waiting for
+// one being decoded, and drops the rest, reporting whether it held the
+// piece.
 func (r *ChunkReader) takeRest(pc piece) bool {
 	k := r.key(pc.chunk, pc.block)
 	r.partMu.Lock()
-	defer r.partMu.Unlock()
+	var rs *rest
+	slot := 0
 	for j := range min(r.restN, restsKept) {
-		rs := &r.rests[j]
-		if rs.key == k && rs.b != nil && pc.from >= rs.from && pc.from+pc.n <= rs.from+len(rs.b) {
-			copy(pc.dst, rs.b[pc.from-rs.from:])
-			*rs = rest{}
-			return true
+		if x := r.rests[j]; x != nil && x.key == k && pc.from >= x.from {
+			rs, slot = x, j
+			break
 		}
 	}
-	return false
+	r.partMu.Unlock()
+	if rs == nil {
+		return false
+	}
+	<-rs.done
+	if rs.b == nil || pc.from+pc.n > rs.from+len(rs.b) {
+		return false
+	}
+	copy(pc.dst, rs.b[pc.from-rs.from:])
+	r.partMu.Lock()
+	if r.rests[slot] == rs {
+		r.rests[slot] = nil
+	}
+	r.partMu.Unlock()
+	return true
 }
 
-// keepRest keeps the end of a block for the reader's next read.
-func (r *ChunkReader) keepRest(k BlockKey, from int, b []byte) {
+// startRest records that the end of block k, from byte from on, is being
+// decoded for the reader's next read.
+func (r *ChunkReader) startRest(k BlockKey, from int) *rest {
+	rs := &rest{key: k, from: from, done: make(chan struct{})}
 	r.partMu.Lock()
-	r.rests[r.restN%restsKept] = rest{key: k, from: from, b: b}
+	r.rests[r.restN%restsKept] = rs
 	r.restN++
 	r.partMu.Unlock()
+	return rs
 }
 
 // partsKept is how many blocks a reader remembers having decoded part of:
@@ -640,11 +661,16 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 			return err
 		}
 		bl := pc.c.BlockLen(pc.block)
+		rs := r.startRest(r.key(pc.chunk, pc.block), pc.n)
 		end := make([]byte, bl-pc.n)
-		if err := pc.c.DecodeBlockRangeRest(pc.dst, end, pc.block, 0); err != nil {
+		err := pc.c.DecodeBlockRangeRest(pc.dst, end, pc.block, 0)
+		if err == nil {
+			rs.b = end
+		}
+		close(rs.done)
+		if err != nil {
 			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
 		}
-		r.keepRest(r.key(pc.chunk, pc.block), pc.n, end)
 		r.ranged.Add(1)
 		return nil
 	}

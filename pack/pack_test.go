@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
@@ -331,5 +332,39 @@ func TestSequentialRests(t *testing.T) {
 	}
 	if got := r.ranged.Load(); got != 4 {
 		t.Fatalf("%d blocks decoded with their rest kept, want 4", got)
+	}
+}
+
+// TestRestWait checks that a read of a block's end that another read is
+// decoding waits for it and takes its bytes (the kernel sends a
+// sequential reader's READs two at a time), rather than decode the block
+// again.
+func TestRestWait(t *testing.T) {
+	plain := testPlain(1 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 1 << 20}
+	src := newMemSource(t, plain, 1<<20, p)
+	c := cache.New[BlockKey](64 << 20)
+	r := NewChunkReader("mem", src, c)
+	rs := r.startRest(r.key(0, 0), 1<<20-128)
+	got := make(chan []byte)
+	go func() {
+		buf := make([]byte, 100)
+		if _, err := r.ReadAtOnce(buf, 1<<20-100); err != nil {
+			t.Error(err)
+		}
+		got <- buf
+	}()
+	select {
+	case <-got:
+		t.Fatal("the read did not wait for the block's end being decoded")
+	case <-time.After(50 * time.Millisecond):
+	}
+	rs.b = bytes.Clone(plain[1<<20-128:])
+	close(rs.done)
+	if b := <-got; !bytes.Equal(b, plain[1<<20-100:]) {
+		t.Fatal("wrong bytes")
+	}
+	if s := c.Stats(); s.Loads != 0 {
+		t.Fatalf("%d blocks decoded into the cache, want none", s.Loads)
 	}
 }
