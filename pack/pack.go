@@ -663,6 +663,7 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 		bl := pc.c.BlockLen(pc.block)
 		rs := r.startRest(r.key(pc.chunk, pc.block), pc.n)
 		end := make([]byte, bl-pc.n)
+		t := time.Now()
 		err := pc.c.DecodeBlockRangeRest(pc.dst, end, pc.block, 0)
 		if err == nil {
 			rs.b = end
@@ -671,6 +672,7 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 		if err != nil {
 			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
 		}
+		r.observe(bl, t)
 		r.ranged.Add(1)
 		return nil
 	}
@@ -678,9 +680,11 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
 			return err
 		}
+		t := time.Now()
 		if err := pc.c.DecodeBlockRange(pc.dst, pc.block, pc.from); err != nil {
 			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
 		}
+		r.observe(pc.n, t)
 		r.ranged.Add(1)
 		return nil
 	}
@@ -713,6 +717,14 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 	}
 	r.deliver(pc, blk, mode)
 	return nil
+}
+
+// observe reports n bytes decoded since t outside the cache to the
+// cache's DecodeObserver, if it has one.
+func (r *ChunkReader) observe(n int, t time.Time) {
+	if obs, ok := r.cache.(DecodeObserver); ok {
+		obs.Decoded(n, time.Since(t))
+	}
 }
 
 // partial reports whether piece pc is decoded alone, straight into the

@@ -368,3 +368,36 @@ func TestRestWait(t *testing.T) {
 		t.Fatalf("%d blocks decoded into the cache, want none", s.Loads)
 	}
 }
+
+// observingCache is a cache that counts the decodes reported to it.
+type observingCache struct {
+	*cache.Cache[BlockKey]
+	bytes int
+}
+
+func (o *observingCache) Decoded(n int, d time.Duration) { o.bytes += n }
+
+// TestPartialDecodeObserved checks that partial decodes and decodes with
+// a kept rest are reported to the cache's DecodeObserver (bloscfs stats
+// counts the bytes and time decoded per codec from it).
+func TestPartialDecodeObserved(t *testing.T) {
+	plain := testPlain(2 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 1 << 20}
+	src := newMemSource(t, plain, 1<<20, p)
+	c := &observingCache{Cache: cache.New[BlockKey](64 << 20)}
+	r := NewChunkReader("mem", src, c)
+	buf := make([]byte, 4096)
+	if _, err := r.ReadAt(buf, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if c.bytes != 4096 {
+		t.Fatalf("a partial decode of 4096 bytes reported %d", c.bytes)
+	}
+	big := make([]byte, 1<<20-128)
+	if _, err := r.ReadAtOnce(big, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if c.bytes != 4096+1<<20 {
+		t.Fatalf("a block decoded with its rest reported %d bytes, want %d", c.bytes-4096, 1<<20)
+	}
+}
