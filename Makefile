@@ -17,6 +17,8 @@ export BLOSCFS_ZARRITA := $(HOME)/.cache/bloscfs-tools/zarrita
 FUZZ_TARGETS := \
 	./blosc:FuzzParseHeader \
 	./blosc:FuzzDecode \
+	./blosc:FuzzDecodeRange \
+	./blosc:FuzzLZ4Prefix \
 	./blosc/blosclz:FuzzDecompress \
 	./blosc/blosclz:FuzzRoundTrip \
 	./blosc/lz4fast:FuzzCompress \

@@ -48,7 +48,53 @@ func decodeCanary(t *testing.T, name string, c *Chunk, want []byte) {
 		if !bytes.Equal(cb.Dst(), want[off:off+int64(bl)]) {
 			t.Fatalf("%s: DecodeBlock(%d) gives wrong bytes", name, i)
 		}
+		for _, w := range rangeWindows(bl, i) {
+			cr := testutil.NewCanary(w[1])
+			if err := c.DecodeBlockRange(cr.Dst(), i, w[0]); err != nil {
+				t.Fatalf("%s: DecodeBlockRange(block %d, [%d,+%d)): %v", name, i, w[0], w[1], err)
+			}
+			if err := cr.Check(); err != nil {
+				t.Fatalf("%s: DecodeBlockRange(block %d, [%d,+%d)) %s", name, i, w[0], w[1], err)
+			}
+			if !bytes.Equal(cr.Dst(), want[off+int64(w[0]):off+int64(w[0]+w[1])]) {
+				t.Fatalf("%s: DecodeBlockRange(block %d, [%d,+%d)) gives wrong bytes", name, i, w[0], w[1])
+			}
+			// The same bytes as a range and the rest after it.
+			k := w[1] - w[1]/7
+			cd, ce := testutil.NewCanary(k), testutil.NewCanary(w[1]-k)
+			if err := c.DecodeBlockRangeRest(cd.Dst(), ce.Dst(), i, w[0]); err != nil {
+				t.Fatalf("%s: DecodeBlockRangeRest(block %d, [%d,+%d), +%d): %v", name, i, w[0], k, w[1]-k, err)
+			}
+			if err := cd.Check(); err != nil {
+				t.Fatalf("%s: DecodeBlockRangeRest(block %d, [%d,+%d)) %s", name, i, w[0], k, err)
+			}
+			if err := ce.Check(); err != nil {
+				t.Fatalf("%s: DecodeBlockRangeRest(block %d, [%d,+%d)) rest %s", name, i, w[0], k, err)
+			}
+			if !bytes.Equal(append(cd.Dst(), ce.Dst()...), want[off+int64(w[0]):off+int64(w[0]+w[1])]) {
+				t.Fatalf("%s: DecodeBlockRangeRest(block %d, [%d,+%d), +%d) gives wrong bytes", name, i, w[0], k, w[1]-k)
+			}
+		}
 	}
+}
+
+// rangeWindows returns byte ranges [from, from+n) of a block of bl bytes
+// to decode with DecodeBlockRange: the edges, single bytes, ranges that
+// cut elements of any typesize, 4 KiB reads, most of the block, and a few
+// picked by seed.
+func rangeWindows(bl, seed int) [][2]int {
+	if bl == 0 {
+		return nil
+	}
+	ws := [][2]int{{0, 1}, {bl - 1, 1}, {0, bl - 1}, {1, bl - 1}, {bl / 2, 1}, {bl / 3, min(13, bl-bl/3)},
+		{bl / 2, min(4096, bl-bl/2)}, {max(bl-4096-3, 0), min(4096, bl)}, {min(7, bl-1), min(bl-min(7, bl-1), 4099)},
+		{bl / 5, bl / 2}, {0, bl}}
+	r := rand.New(rand.NewPCG(uint64(bl), uint64(seed)))
+	for range 4 {
+		from := r.IntN(bl)
+		ws = append(ws, [2]int{from, 1 + r.IntN(bl-from)})
+	}
+	return ws
 }
 
 // canaryData returns n bytes of a kind that the codecs compress (so that

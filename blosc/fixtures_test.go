@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -255,8 +257,154 @@ func checkBlocks(t *testing.T, chunk, full []byte) {
 		if !inMemory && len(rr.reads) == 0 && s != e {
 			t.Fatalf("block %d decoded without reading its bytes", i)
 		}
+		for _, w := range rangeWindows(bl, i) {
+			rr.reads = nil
+			got := make([]byte, w[1], w[1]+7)
+			if err := c.DecodeBlockRange(got, i, w[0]); err != nil {
+				t.Fatalf("DecodeBlockRange(block %d, [%d,+%d)): %v", i, w[0], w[1], err)
+			}
+			if want := full[off+int64(w[0]) : off+int64(w[0]+w[1])]; !bytes.Equal(got, want) {
+				t.Fatalf("DecodeBlockRange(block %d, [%d,+%d)) differs from the full decode", i, w[0], w[1])
+			}
+			k := w[1] / 3
+			head, rest := make([]byte, k), make([]byte, w[1]-k)
+			if err := c.DecodeBlockRangeRest(head, rest, i, w[0]); err != nil {
+				t.Fatalf("DecodeBlockRangeRest(block %d, [%d,+%d), +%d): %v", i, w[0], k, w[1]-k, err)
+			}
+			if !bytes.Equal(append(head, rest...), got) {
+				t.Fatalf("DecodeBlockRangeRest(block %d, [%d,+%d), +%d) differs from the full decode", i, w[0], k, w[1]-k)
+			}
+			for _, rd := range rr.reads {
+				inBlock := rd[0] >= s && rd[1] <= e
+				inBlock0 := c.NeedsBlock0() && rd[0] >= s0 && rd[1] <= e0
+				inData := c.Memcpyed() && rd[0] >= int64(c.Len()) && rd[1] <= int64(c.Cbytes)
+				if !inBlock && !inBlock0 && !inData {
+					t.Fatalf("range of block %d [%d,%d) read [%d,%d)", i, s, e, rd[0], rd[1])
+				}
+			}
+		}
 	}
 	if total != int64(len(full)) {
 		t.Fatalf("blocks add up to %d, want %d", total, len(full))
+	}
+}
+
+// holdingReader is a Holder over a chunk in memory that counts the reads
+// made through it and through the reader it holds open.
+type holdingReader struct {
+	b             []byte
+	holds, direct int
+	held          int
+}
+
+func (h *holdingReader) ReadAt(p []byte, off int64) (int, error) {
+	h.direct++
+	return bytes.NewReader(h.b).ReadAt(p, off)
+}
+
+func (h *holdingReader) Hold() (io.ReaderAt, func(), error) {
+	h.holds++
+	return readerFunc(func(p []byte, off int64) (int, error) {
+		h.held++
+		return bytes.NewReader(h.b).ReadAt(p, off)
+	}), func() {}, nil
+}
+
+type readerFunc func(p []byte, off int64) (int, error)
+
+func (f readerFunc) ReadAt(p []byte, off int64) (int, error) { return f(p, off) }
+
+// TestDecodeRangeHolder checks that a range decode reads a block's
+// streams through a Holder's held reader, holding it once, and reads
+// only parts of a block whose streams are stored: 4 KiB of a block of
+// elements whose low six bytes are noise (six stored streams) reads far
+// less than the block.
+func TestDecodeRangeHolder(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	plain := make([]byte, 1<<20)
+	for i := range plain {
+		plain[i] = byte(r.Uint32()) // six noisy bytes of eight: stored streams
+		if i%8 >= 6 {
+			plain[i] = 0x40
+		}
+	}
+	chunk, err := Compress(nil, plain, Params{Codec: CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 1 << 20, Filters: [MaxFilters]uint8{5: FilterShuffle}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &holdingReader{b: chunk}
+	c, err := NewChunk(h, int64(len(chunk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := h.direct
+	rec := &recordingReader{b: chunk}
+	got := make([]byte, 4096)
+	bl := c.BlockLen(0)
+	from := bl/2 + 1
+	if err := c.DecodeBlockRange(got, 0, from); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, plain[from:from+4096]) {
+		t.Fatal("wrong bytes")
+	}
+	if h.holds != 1 || h.direct != opened || h.held == 0 {
+		t.Fatalf("%d holds, %d reads outside them, %d held reads; want 1, 0, >0", h.holds, h.direct-opened, h.held)
+	}
+	c2, err := NewChunk(rec, int64(len(chunk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.reads = nil
+	if err := c2.DecodeBlockRange(got, 0, from); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, rd := range rec.reads {
+		total += rd[1] - rd[0]
+	}
+	if total > int64(bl/4) {
+		t.Fatalf("a 4 KiB range of a %d-byte block of stored streams read %d bytes in %d reads", bl, total, len(rec.reads))
+	}
+}
+
+// lendingReader is an InPlaceReader that never lends (a remote object
+// whose range cache does not hold the bytes) and counts its reads.
+type lendingReader struct {
+	recordingReader
+}
+
+func (l *lendingReader) ReadInPlace(off, n int64, fn func([]byte) error) (bool, error) {
+	return false, nil
+}
+
+// TestDecodeRangeRemote checks that a range decode through a reader that
+// can lend bytes but does not (a remote object: each read a round trip)
+// reads the block's bytes in one read, not a read per stream part.
+func TestDecodeRangeRemote(t *testing.T) {
+	plain := benchWalk(1 << 20)
+	chunk, err := Compress(nil, plain, Params{Codec: CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 256 << 10, Filters: [MaxFilters]uint8{5: FilterShuffle}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr := &lendingReader{recordingReader{b: chunk}}
+	c, err := NewChunk(lr, int64(len(chunk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2} {
+		lr.reads = nil
+		got := make([]byte, 4096)
+		if err := c.DecodeBlockRange(got, i, 100001); err != nil {
+			t.Fatal(err)
+		}
+		off := int(c.BlockOffset(i))
+		if !bytes.Equal(got, plain[off+100001:off+100001+4096]) {
+			t.Fatal("wrong bytes")
+		}
+		s, e := c.CompressedExtent(i)
+		if len(lr.reads) != 1 || lr.reads[0] != [2]int64{s, e} {
+			t.Fatalf("block %d [%d,%d): reads %v, want the block in one", i, s, e, lr.reads)
+		}
 	}
 }

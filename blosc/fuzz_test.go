@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/pierrec/lz4/v4"
 )
 
 // fuzzSeeds returns every chunk of the fixtures (bare and inside frames)
@@ -132,6 +133,98 @@ func FuzzDecode(f *testing.F) {
 			}
 			if fullErr == nil && otherErr == nil && !bytes.Equal(co.Dst(), full) {
 				t.Fatal("the two zstd decoders decode different bytes")
+			}
+		}
+	})
+}
+
+// FuzzDecodeRange decodes byte ranges of the blocks of arbitrary chunks,
+// through memory and through an io.ReaderAt, each into a canaried window:
+// DecodeBlockRange must never panic nor write outside the window, and
+// where the whole block decodes the range must equal its bytes.
+func FuzzDecodeRange(f *testing.F) {
+	for i, s := range fuzzSeeds(f) {
+		f.Add(s, uint32(i*7919), uint16(4096))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, at uint32, n uint16) {
+		c, err := NewChunkBytes(b)
+		if err != nil || c.Nbytes > maxFuzzOutput || c.NumBlocks() == 0 {
+			return
+		}
+		rc, err := NewChunk(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatalf("NewChunkBytes accepted what NewChunk refused: %v", err)
+		}
+		i := int(at % uint32(c.NumBlocks()))
+		bl := c.BlockLen(i)
+		if bl == 0 {
+			return
+		}
+		from := int(at/uint32(c.NumBlocks())) % bl
+		ln := min(int(n), bl-from)
+		whole := make([]byte, bl)
+		wholeErr := c.DecodeBlock(whole, i)
+		for _, cc := range []*Chunk{c, rc} {
+			cn := testutil.NewCanary(ln)
+			err := cc.DecodeBlockRange(cn.Dst(), i, from)
+			if cerr := cn.Check(); cerr != nil {
+				t.Fatalf("DecodeBlockRange(block %d, [%d,+%d)) (err %v) %s", i, from, ln, err, cerr)
+			}
+			if wholeErr == nil {
+				if err != nil {
+					t.Fatalf("DecodeBlockRange(block %d, [%d,+%d)): %v, but the block decoded", i, from, ln, err)
+				}
+				if !bytes.Equal(cn.Dst(), whole[from:from+ln]) {
+					t.Fatalf("DecodeBlockRange(block %d, [%d,+%d)) differs from the block", i, from, ln)
+				}
+			}
+		}
+	})
+}
+
+// FuzzLZ4Prefix checks the early stop of LZ4 streams: a prefix decode of
+// an LZ4 block (compressed from the input, or the input itself as a
+// block) writes nothing outside its window, and where the whole block
+// decodes, the prefix equals the whole block's first bytes.
+func FuzzLZ4Prefix(f *testing.F) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 12 {
+		f.Add(testData(r, i, 1000+i*4099), uint32(i*333), false)
+	}
+	f.Add([]byte{0x1f, 'a', 0x01, 0x00, 0xff, 0x10, 'b'}, uint32(3), true)
+	f.Fuzz(func(t *testing.T, data []byte, need uint32, raw bool) {
+		if len(data) > 1<<20 {
+			return
+		}
+		src, size := data, 4*len(data)+64
+		if !raw {
+			dst := make([]byte, len(data)+len(data)/255+16)
+			k, err := encodeLZ4(dst, data, 5)
+			if err != nil || k == 0 {
+				return
+			}
+			src, size = dst[:k], len(data)
+		}
+		if size == 0 || len(src) == 0 {
+			return
+		}
+		whole := make([]byte, size)
+		wn, wholeErr := lz4.UncompressBlock(src, whole)
+		nd := int(need) % (size + 1)
+		cn := testutil.NewCanary(size)
+		err := decodeLZ4Prefix(cn.Dst(), src, nil, nd)
+		if cerr := cn.Check(); cerr != nil {
+			t.Fatalf("decodeLZ4Prefix(need %d of %d) (err %v) %s", nd, size, err, cerr)
+		}
+		if wholeErr == nil && wn == size {
+			if err != nil {
+				t.Fatalf("decodeLZ4Prefix(need %d of %d): %v, but the block decodes", nd, size, err)
+			}
+			if !bytes.Equal(cn.Dst()[:nd], whole[:nd]) {
+				t.Fatalf("decodeLZ4Prefix(need %d of %d) differs from the whole block", nd, size)
+			}
+			if !raw && !bytes.Equal(whole, data) {
+				t.Fatal("the LZ4 round trip differs")
 			}
 		}
 	})

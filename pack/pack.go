@@ -151,7 +151,93 @@ type ChunkReader struct {
 	adding    int                             // the chunk being added: not evicted for room
 
 	direct atomic.Int64 // blocks decoded straight into a read's buffer, bypassing the cache
+	ranged atomic.Int64 // parts of blocks decoded alone into a read's buffer
+
+	partMu sync.Mutex
+	parts  [partsKept]BlockKey // the blocks of the last partial decodes
+	partN  int                 // how many parts were ever recorded
+	rests  [restsKept]*rest    // the ends of blocks a sequential reader left for its next read
+	restN  int                 // how many rests were ever kept
 }
+
+// rest is the end of a block, bytes [from, BlockLen) of it, decoded with
+// a sequential read that took the rest of the block and kept for the
+// read that follows. b is set, or left nil on an error, before done is
+// closed.
+type rest struct {
+	key  BlockKey
+	from int
+	b    []byte
+	done chan struct{}
+}
+
+// Rests: a sequential reader's read that covers the start of a block not
+// cached, and at least half of it, decodes the block straight into its
+// buffer and keeps the block's last bytes, at most maxRest of them, for
+// its next read, instead of decoding the whole block into the cache and
+// copying out of it. The 1 MiB READs of a Zarr array's NPY view lie 128
+// bytes (the NPY header) off its chunks of one 1 MiB block each. The
+// kernel sends such READs two at a time: the next READ waits for the
+// rest being decoded rather than decode the block again.
+const (
+	restsKept = 16
+	maxRest   = 64 << 10
+)
+
+// takeRest copies piece pc out of a kept rest of its block, waiting for
+// one being decoded, and drops the rest, reporting whether it held the
+// piece.
+func (r *ChunkReader) takeRest(pc piece) bool {
+	k := r.key(pc.chunk, pc.block)
+	r.partMu.Lock()
+	var rs *rest
+	slot := 0
+	for j := range min(r.restN, restsKept) {
+		if x := r.rests[j]; x != nil && x.key == k && pc.from >= x.from {
+			rs, slot = x, j
+			break
+		}
+	}
+	r.partMu.Unlock()
+	if rs == nil {
+		return false
+	}
+	<-rs.done
+	if rs.b == nil || pc.from+pc.n > rs.from+len(rs.b) {
+		return false
+	}
+	copy(pc.dst, rs.b[pc.from-rs.from:])
+	r.partMu.Lock()
+	if r.rests[slot] == rs {
+		r.rests[slot] = nil
+	}
+	r.partMu.Unlock()
+	return true
+}
+
+// startRest records that the end of block k, from byte from on, is being
+// decoded for the reader's next read.
+func (r *ChunkReader) startRest(k BlockKey, from int) *rest {
+	rs := &rest{key: k, from: from, done: make(chan struct{})}
+	r.partMu.Lock()
+	r.rests[r.restN%restsKept] = rs
+	r.restN++
+	r.partMu.Unlock()
+	return rs
+}
+
+// partsKept is how many blocks a reader remembers having decoded part of:
+// a second read of one of them decodes the block whole into the cache.
+const partsKept = 16
+
+// Partial decodes: a read of a small part of a large block that is not
+// cached decodes that part alone (blosc.Chunk.DecodeBlockRange), straight
+// into the read's buffer, when the block is at least partMinBlock bytes
+// and the part at most 1/partMaxShare of it.
+const (
+	partMinBlock = 64 << 10
+	partMaxShare = 4
+)
 
 // parsedBytes is the memory a reader's parsed chunks hold; it is given
 // back to the cache when the reader is collected.
@@ -569,6 +655,39 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 	if reader != nil && r.src.ChunkOffset(pc.chunk)+pc.c.BlockOffset(pc.block)+int64(pc.c.BlockLen(pc.block)) <= reader() {
 		return nil
 	}
+	if mode == readOnce && pc.from == 0 && pc.n < pc.c.BlockLen(pc.block) && 2*pc.n >= pc.c.BlockLen(pc.block) &&
+		pc.c.BlockLen(pc.block)-pc.n <= maxRest && !pc.c.NeedsBlock0() && !r.cache.Contains(r.key(pc.chunk, pc.block)) {
+		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+			return err
+		}
+		bl := pc.c.BlockLen(pc.block)
+		rs := r.startRest(r.key(pc.chunk, pc.block), pc.n)
+		end := make([]byte, bl-pc.n)
+		t := time.Now()
+		err := pc.c.DecodeBlockRangeRest(pc.dst, end, pc.block, 0)
+		if err == nil {
+			rs.b = end
+		}
+		close(rs.done)
+		if err != nil {
+			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
+		}
+		r.observe(bl, t)
+		r.ranged.Add(1)
+		return nil
+	}
+	if r.partial(pc, mode) {
+		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+			return err
+		}
+		t := time.Now()
+		if err := pc.c.DecodeBlockRange(pc.dst, pc.block, pc.from); err != nil {
+			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
+		}
+		r.observe(pc.n, t)
+		r.ranged.Add(1)
+		return nil
+	}
 	// (Not for a block 0 that the chunk's other blocks take as delta
 	// reference: they would decode it again.)
 	_, none := r.cache.(NoCache)
@@ -600,14 +719,67 @@ func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) erro
 	return nil
 }
 
+// observe reports n bytes decoded since t outside the cache to the
+// cache's DecodeObserver, if it has one.
+func (r *ChunkReader) observe(n int, t time.Time) {
+	if obs, ok := r.cache.(DecodeObserver); ok {
+		obs.Decoded(n, time.Since(t))
+	}
+}
+
+// partial reports whether piece pc is decoded alone, straight into the
+// read's buffer, instead of its whole block into the cache: a random
+// reader's (or any reader's without a cache) small part of a large block
+// that is neither cached nor being decoded, and that the reader has not
+// decoded part of lately. Decoding 4 KiB of a 1 MiB block touches a few
+// KiB of memory where the whole block fills a mebibyte of it, fresh
+// memory for each new block of a random reader: on a virtual machine
+// whose page faults cost 20-50 µs each, most of a cold read. A block read
+// in part a second time decodes whole into the cache, so that a reader
+// that comes back to a block pays at most one partial decode more.
+func (r *ChunkReader) partial(pc piece, mode readMode) bool {
+	bl := pc.c.BlockLen(pc.block)
+	if mode == readWarm || pc.n == bl || pc.c.NeedsBlock0() {
+		return false
+	}
+	_, none := r.cache.(NoCache)
+	if none {
+		return true
+	}
+	if mode != readKeep || bl < partMinBlock || pc.n > bl/partMaxShare {
+		return false
+	}
+	k := r.key(pc.chunk, pc.block)
+	if r.cache.Contains(k) {
+		return false
+	}
+	r.partMu.Lock()
+	defer r.partMu.Unlock()
+	for j := range min(r.partN, partsKept) {
+		if r.parts[j] == k {
+			r.parts[j] = BlockKey{Block: -1}
+			return false
+		}
+	}
+	r.parts[r.partN%partsKept] = k
+	r.partN++
+	return true
+}
+
 // fill serves each piece. Cached blocks are served at once; when several
 // are missing they decode in parallel, bounded by the number of CPUs.
 func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) error {
 	if len(pieces) == 1 && mode != readWarm {
+		if mode == readOnce && r.takeRest(pieces[0]) {
+			return nil
+		}
 		return r.fillOne(pieces[0], mode, nil)
 	}
 	missing := pieces[:0:0]
 	for k, pc := range pieces {
+		if mode == readOnce && r.takeRest(pc) {
+			continue
+		}
 		if mode == readWarm {
 			if r.cache.Contains(r.key(pc.chunk, pc.block)) {
 				continue

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
@@ -246,5 +247,157 @@ func TestPrefetch(t *testing.T) {
 	}
 	if err := NewChunkReader("mem", src, NoCache{}).Prefetch(0, 1<<20, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPartialDecode checks how a random reader's small read of a large
+// block that is not cached is served: decoded alone into the read's
+// buffer (the block stays out of the cache), and the second small read
+// of that block decodes it whole into the cache, which serves the reads
+// after it.
+func TestPartialDecode(t *testing.T) {
+	plain := testPlain(4 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 1 << 20}
+	p.Filters[5] = blosc.FilterShuffle
+	src := newMemSource(t, plain, 1<<20, p)
+	c := cache.New[BlockKey](64 << 20)
+	r := NewChunkReader("mem", src, c)
+	read := func(off int64, n int) {
+		t.Helper()
+		buf := make([]byte, n)
+		if _, err := r.ReadAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, plain[off:off+int64(n)]) {
+			t.Fatalf("ReadAt(%d bytes at %d): wrong bytes", n, off)
+		}
+	}
+	read(1<<20+12345, 4096)
+	if k := r.key(1, 0); c.Contains(k) {
+		t.Fatal("a 4 KiB read of a 1 MiB block put the block in the cache")
+	}
+	if got := r.ranged.Load(); got != 1 {
+		t.Fatalf("%d partial decodes, want 1", got)
+	}
+	read(1<<20+500000, 4096) // the same block again: decoded whole
+	if !c.Contains(r.key(1, 0)) {
+		t.Fatal("the second read of a block did not decode it into the cache")
+	}
+	read(1<<20+700001, 3) // from the cache
+	if got, s := r.ranged.Load(), c.Stats(); got != 1 || s.Loads != 1 || s.Hits < 1 {
+		t.Fatalf("%d partial decodes, %d loads, %d hits; want 1, 1 and at least 1", got, s.Loads, s.Hits)
+	}
+	read(2<<20, 300<<10) // more than a quarter of the block: whole, cached
+	if !c.Contains(r.key(2, 0)) || r.ranged.Load() != 1 {
+		t.Fatal("a read of 300 KiB of a 1 MiB block was decoded alone")
+	}
+	// Without a cache every part is decoded alone.
+	r = NewChunkReader("mem", src, NoCache{})
+	read(3<<20+77, 4096)
+	read(3<<20+9999, 4096)
+	if got := r.ranged.Load(); got != 2 {
+		t.Fatalf("without a cache: %d partial decodes, want 2", got)
+	}
+}
+
+// TestSequentialRests reads a file of one-block chunks sequentially
+// (ReadAtOnce) in reads that lie 128 bytes off the blocks, as the READs
+// of a Zarr array's NPY view do: each read decodes the start of its
+// block straight into its buffer and keeps the block's last 128 bytes for
+// the next read, so that no block goes through the cache.
+func TestSequentialRests(t *testing.T) {
+	plain := testPlain(4 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 1 << 20}
+	p.Filters[5] = blosc.FilterShuffle
+	src := newMemSource(t, plain, 1<<20, p)
+	c := cache.New[BlockKey](64 << 20)
+	r := NewChunkReader("mem", src, c)
+	for off := int64(0); off < int64(len(plain)); {
+		n := int64(1<<20 - 128)
+		if off > 0 {
+			n = 1 << 20
+		}
+		buf := make([]byte, n)
+		got, err := r.ReadAtOnce(buf, off)
+		if err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf[:got], plain[off:off+int64(got)]) {
+			t.Fatalf("ReadAtOnce(%d bytes at %d): wrong bytes", n, off)
+		}
+		off += int64(got)
+	}
+	if s := c.Stats(); s.Loads != 0 || s.Entries != 0 {
+		t.Fatalf("%d blocks decoded into the cache, %d left there; want none", s.Loads, s.Entries)
+	}
+	if got := r.ranged.Load(); got != 4 {
+		t.Fatalf("%d blocks decoded with their rest kept, want 4", got)
+	}
+}
+
+// TestRestWait checks that a read of a block's end that another read is
+// decoding waits for it and takes its bytes (the kernel sends a
+// sequential reader's READs two at a time), rather than decode the block
+// again.
+func TestRestWait(t *testing.T) {
+	plain := testPlain(1 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 1 << 20}
+	src := newMemSource(t, plain, 1<<20, p)
+	c := cache.New[BlockKey](64 << 20)
+	r := NewChunkReader("mem", src, c)
+	rs := r.startRest(r.key(0, 0), 1<<20-128)
+	got := make(chan []byte)
+	go func() {
+		buf := make([]byte, 100)
+		if _, err := r.ReadAtOnce(buf, 1<<20-100); err != nil {
+			t.Error(err)
+		}
+		got <- buf
+	}()
+	select {
+	case <-got:
+		t.Fatal("the read did not wait for the block's end being decoded")
+	case <-time.After(50 * time.Millisecond):
+	}
+	rs.b = bytes.Clone(plain[1<<20-128:])
+	close(rs.done)
+	if b := <-got; !bytes.Equal(b, plain[1<<20-100:]) {
+		t.Fatal("wrong bytes")
+	}
+	if s := c.Stats(); s.Loads != 0 {
+		t.Fatalf("%d blocks decoded into the cache, want none", s.Loads)
+	}
+}
+
+// observingCache is a cache that counts the decodes reported to it.
+type observingCache struct {
+	*cache.Cache[BlockKey]
+	bytes int
+}
+
+func (o *observingCache) Decoded(n int, d time.Duration) { o.bytes += n }
+
+// TestPartialDecodeObserved checks that partial decodes and decodes with
+// a kept rest are reported to the cache's DecodeObserver (bloscfs stats
+// counts the bytes and time decoded per codec from it).
+func TestPartialDecodeObserved(t *testing.T) {
+	plain := testPlain(2 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 1 << 20}
+	src := newMemSource(t, plain, 1<<20, p)
+	c := &observingCache{Cache: cache.New[BlockKey](64 << 20)}
+	r := NewChunkReader("mem", src, c)
+	buf := make([]byte, 4096)
+	if _, err := r.ReadAt(buf, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if c.bytes != 4096 {
+		t.Fatalf("a partial decode of 4096 bytes reported %d", c.bytes)
+	}
+	big := make([]byte, 1<<20-128)
+	if _, err := r.ReadAtOnce(big, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if c.bytes != 4096+1<<20 {
+		t.Fatalf("a block decoded with its rest reported %d bytes, want %d", c.bytes-4096, 1<<20)
 	}
 }

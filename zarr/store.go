@@ -166,12 +166,22 @@ func (s *DirStore) GetRange(key string, off, n int64) ([]byte, error) {
 // ReadAt opens the file anew: a reader kept for a parsed chunk holds no
 // file descriptor.
 func (s *DirStore) ObjectReader(key string) (io.ReaderAt, int64, error) {
-	f, size, err := s.open(key)
+	if !ValidKey(key) {
+		return nil, 0, fmt.Errorf("zarr: key %q: %w (not a relative key inside the store)", key, ErrFormat)
+	}
+	// One stat, not an open, a stat and a close: a cold read of a chunk
+	// opens its file twice more (its header, its block's streams).
+	st, err := s.root.Stat(key)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, fmt.Errorf("%s: %w", key, ErrNotExist)
+		}
 		return nil, 0, err
 	}
-	f.Close()
-	return &dirObject{s: s, key: key}, size, nil
+	if !st.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s: %w (not a regular file)", key, ErrNotExist)
+	}
+	return &dirObject{s: s, key: key}, st.Size(), nil
 }
 
 // dirObject reads one object of a DirStore.
@@ -193,6 +203,35 @@ func (o *dirObject) ReadAt(p []byte, off int64) (int, error) {
 	n, err := f.ReadAt(p, off)
 	if err != nil && err != io.EOF {
 		err = fmt.Errorf("%s: %w", o.key, err)
+	}
+	return n, err
+}
+
+// Hold opens the object's file once for a burst of reads (a range
+// decode reads a block's stream headers and the parts it needs, a dozen
+// small reads): see blosc.Holder.
+func (o *dirObject) Hold() (io.ReaderAt, func(), error) {
+	f, err := o.s.root.Open(o.key)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("%s: %w", o.key, ErrNotExist)
+		}
+		return nil, nil, err
+	}
+	return heldObject{f, o.key}, func() { f.Close() }, nil
+}
+
+// heldObject reads an object of a DirStore through its open file.
+type heldObject struct {
+	f   *os.File
+	key string
+}
+
+// ReadAt reads len(p) bytes at off of the object's file.
+func (h heldObject) ReadAt(p []byte, off int64) (int, error) {
+	n, err := h.f.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("%s: %w", h.key, err)
 	}
 	return n, err
 }

@@ -1,0 +1,418 @@
+package blosc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/bloscfs/bloscfs/shuffle"
+)
+
+// DecodeBlockRange writes bytes [from, from+len(dst)) of decoded block i
+// into dst, decoding no more of the block than those bytes need where the
+// block's layout allows it: with no filter or a byte shuffle alone, each
+// stream is decoded only up to the last element the range holds (LZ4
+// streams stop early, stored streams are read only where the range lies,
+// other codecs decode their streams whole) and only the range is
+// unshuffled. A cold read of 4 KiB in a 1 MiB block then touches a few
+// KiB of memory instead of decoding a mebibyte into fresh memory. Other
+// blocks (bitshuffle, delta, byte delta, variable-length blocks) decode
+// whole into scratch memory and the range is copied out. Nothing is
+// written outside dst[:len(dst)].
+func (c *Chunk) DecodeBlockRange(dst []byte, i, from int) error {
+	return c.DecodeBlockRangeRest(dst, nil, i, from)
+}
+
+// DecodeBlockRangeRest is DecodeBlockRange that also writes the bytes
+// that follow the range, [from+len(dst), from+len(dst)+len(rest)), to
+// rest, from the same decode: a sequential reader whose reads are not
+// aligned with the blocks (an NPY header in front of a Zarr array's
+// chunks) takes most of a block straight into its read's buffer and
+// keeps the few bytes after it for its next read. Nothing is written
+// outside dst[:len(dst)] and rest[:len(rest)].
+func (c *Chunk) DecodeBlockRangeRest(dst, rest []byte, i, from int) error {
+	if i < 0 || i >= c.nblocks {
+		return fmt.Errorf("blosc: block %d out of range [0,%d)", i, c.nblocks)
+	}
+	bl := c.BlockLen(i)
+	if from < 0 || from > bl || len(dst) > bl-from || len(rest) > bl-from-len(dst) {
+		return fmt.Errorf("blosc: range [%d,%d) outside block %d of %d bytes", from, from+len(dst)+len(rest), i, bl)
+	}
+	ws := [2]window{{from, dst[:len(dst):len(dst)]}, {from + len(dst), rest[:len(rest):len(rest)]}}
+	if len(dst)+len(rest) == 0 {
+		return nil
+	}
+	off := c.BlockOffset(i)
+	switch {
+	case c.Special() != SpecialNone:
+		for _, w := range ws {
+			if c.value != nil {
+				fillPattern(w.dst, c.value, off+int64(w.from))
+			} else {
+				clear(w.dst)
+			}
+		}
+		return nil
+	case c.Memcpyed():
+		for _, w := range ws {
+			if len(w.dst) > 0 {
+				if err := c.readAt(w.dst, int64(c.Len())+off+int64(w.from)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if from == 0 && len(dst) == bl {
+		return c.DecodeBlock(dst, i)
+	}
+	if lay, ok := c.rangeLayout(i); ok {
+		if err := c.decodeRangeStreams(ws[:], i, lay); err != nil {
+			return fmt.Errorf("block %d: %w", i, err)
+		}
+		return nil
+	}
+	bp := getBuf(bl)
+	defer putBuf(bp)
+	if err := c.DecodeBlock(*bp, i); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		copy(w.dst, (*bp)[w.from:])
+	}
+	return nil
+}
+
+// window is where bytes [from, from+len(dst)) of a block go.
+type window struct {
+	from int
+	dst  []byte
+}
+
+// layout is how a block's bytes lie in its streams, for a range decode.
+type layout struct {
+	nstreams int // streams of the block (1 or the typesize)
+	sts      int // typesize of the byte shuffle to undo, 1 for none
+}
+
+// rangeLayout returns the layout of block i, and whether DecodeBlockRange
+// can decode part of it.
+func (c *Chunk) rangeLayout(i int) (layout, bool) {
+	if c.vlOff != nil || c.decode == nil || c.bstarts == nil || c.NeedsBlock0() {
+		return layout{}, false
+	}
+	sts := 1
+	if c.activeFilters() {
+		s, ok := c.shuffleOnly()
+		if !ok {
+			return layout{}, false
+		}
+		sts = s
+	}
+	bsize := c.BlockLen(i)
+	ts := int(c.Typesize)
+	leftover := i == c.nblocks-1 && int(c.Nbytes)%c.blocksize != 0
+	split := c.Flags&flagDontSplit == 0 && !leftover
+	if c.Version <= VersionBlosc1 && split && !(ts <= 16 && bsize/ts >= 128) {
+		return layout{}, false // stored either way (FORMATS P3): decodeFrom tries both
+	}
+	if !split {
+		ts = 1
+	}
+	if ts > 1 && (bsize%ts != 0 || (sts > 1 && sts != ts)) {
+		return layout{}, false
+	}
+	return layout{nstreams: ts, sts: sts}, true
+}
+
+// blockSrc gives the compressed bytes of one block: all of them when
+// they are in memory (or lent in place), else read from the chunk's
+// reader on demand, into a buffer laid out as the block, so that a range
+// decode reads only the stream headers and the parts it needs.
+type blockSrc struct {
+	mem   []byte // the block's bytes, when in memory
+	c     *Chunk
+	r     io.ReaderAt // the reader of c, held open when it can be
+	start int64       // the block's offset in the chunk
+	buf   []byte      // read mode: the block's bytes where read
+	spans [][2]int    // read mode: the ranges of buf read
+}
+
+// headAhead is the least a read-mode blockSrc reads at a stream's
+// header: a small compressed stream, and the header after it, come with
+// it. The part of a stored stream that a range needs is read alone: a
+// 4 KiB range of a block of eight stored streams reads 4 KiB of them.
+const headAhead = 1 << 10
+
+// base returns the block's bytes (valid where get made them so).
+func (s *blockSrc) base() []byte {
+	if s.mem != nil {
+		return s.mem
+	}
+	return s.buf
+}
+
+// get returns the block's bytes [lo, hi), reading at least ahead bytes
+// when it reads.
+func (s *blockSrc) get(lo, hi, ahead int) ([]byte, error) {
+	b := s.base()
+	if lo < 0 || hi < lo || hi > len(b) {
+		return nil, fmt.Errorf("%w: stream bytes [%d,%d) past the block's %d", ErrCorrupt, lo, hi, len(b))
+	}
+	if s.mem != nil || lo == hi {
+		return b[lo:hi], nil
+	}
+	for _, sp := range s.spans {
+		if sp[0] <= lo && hi <= sp[1] {
+			return b[lo:hi], nil
+		}
+	}
+	end := min(max(hi, lo+ahead), len(b))
+	n, err := s.r.ReadAt(b[lo:end], s.start+int64(lo))
+	if n != end-lo {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("%w: reading %d bytes at %d: %w", ErrCorrupt, end-lo, s.start+int64(lo), err)
+	}
+	if len(s.spans) < 32 {
+		s.spans = append(s.spans, [2]int{lo, end})
+	} else {
+		s.spans[len(s.spans)-1] = [2]int{lo, end}
+	}
+	return b[lo:hi], nil
+}
+
+// A Holder is an io.ReaderAt each of whose reads opens its object anew
+// (a file read by name). Hold returns a reader of the same bytes that
+// keeps the object open until release is called, for a burst of small
+// reads: a range decode reads a block's stream headers and the parts of
+// its streams it needs, a dozen reads or so.
+type Holder interface {
+	Hold() (r io.ReaderAt, release func(), err error)
+}
+
+// decodeRangeStreams decodes the range of block i from its streams,
+// reading them from memory, in place, or in parts.
+func (c *Chunk) decodeRangeStreams(ws []window, i int, lay layout) error {
+	start, end := int64(c.bstarts[i]), int64(c.bends[i])
+	if c.data != nil {
+		return c.decodeRange(ws, i, lay, &blockSrc{mem: c.data[start:end]})
+	}
+	cZstd := c.Codec() == CodecZstd && libzstd() != nil
+	if ip, base, n, ok := inPlace(c.r); ok {
+		if !cZstd && end <= n && end <= int64(c.Cbytes) {
+			if ok, err := ip.ReadInPlace(base+start, end-start, func(src []byte) error {
+				return c.decodeRange(ws, i, lay, &blockSrc{mem: src})
+			}); ok {
+				return err
+			}
+		}
+		// A reader that can lend bytes may be a remote object, each of
+		// whose reads is a round trip: the block's bytes in one read, as
+		// a whole block decode reads them.
+		sp := getBuf(int(end - start))
+		defer putBuf(sp)
+		if err := c.readAt(*sp, start); err != nil {
+			return err
+		}
+		return c.decodeRange(ws, i, lay, &blockSrc{mem: *sp})
+	}
+	if end > int64(c.Cbytes) {
+		return fmt.Errorf("%w: block ends at %d past cbytes %d", ErrCorrupt, end, c.Cbytes)
+	}
+	// A local file: the stream headers and the parts the range needs,
+	// read one by one (through one open file where the reader opens its
+	// file for each read).
+	r := c.r
+	if h, ok := r.(Holder); ok {
+		hr, release, err := h.Hold()
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		defer release()
+		r = hr
+	}
+	bp := getBuf(int(end - start))
+	defer putBuf(bp)
+	var spans [8][2]int
+	return c.decodeRange(ws, i, lay, &blockSrc{c: c, r: r, start: start, buf: *bp, spans: spans[:0]})
+}
+
+// decodeRange decodes the bytes of block i for windows ws, which follow
+// one another, from src.
+func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error {
+	bsize := c.BlockLen(i)
+	a, b := ws[0].from, ws[len(ws)-1].from+len(ws[len(ws)-1].dst)
+	nst, sts := lay.nstreams, lay.sts
+	neblock := bsize / nst
+	// The shuffled bytes of the block, S: plane j of element e at
+	// j*N+e, then the bytes after the last whole element as they are.
+	// [lo, hi) is the part of each plane (or of S) the range needs.
+	N := bsize / sts
+	lo, hi := a, b
+	if sts > 1 {
+		lo, hi = a/sts, min((b+sts-1)/sts, N)
+	}
+	slack := 0
+	if c.Codec() == CodecZstd {
+		slack = zstdSlack
+	}
+	sp := getBuf(bsize + slack)
+	defer putBuf(sp)
+	S := *sp
+	var views [maxLent][]byte
+	view := views[:0]
+	if nst > maxLent {
+		view = make([][]byte, 0, nst)
+	}
+	ext := c.Extended()
+	pos := 0
+	for s := 0; s < nst; s++ {
+		// The bytes of stream s the range needs: [slo, shi).
+		slo, shi := 0, 0
+		switch {
+		case nst == 1 && sts > 1:
+			slo, shi = lo, (sts-1)*N+hi
+			if b > N*sts {
+				shi = b
+			}
+		case nst == 1 || sts > 1:
+			slo, shi = lo, hi
+		default: // split streams, no shuffle: stream s is S[s*neblock:]
+			slo, shi = max(a-s*neblock, 0), min(b-s*neblock, neblock)
+		}
+		hd, err := src.get(pos, pos+4, headAhead)
+		if err != nil {
+			return fmt.Errorf("stream %d header: %w", s, err)
+		}
+		csize := int32(binary.LittleEndian.Uint32(hd))
+		pos += 4
+		o := S[s*neblock : (s+1)*neblock]
+		need := shi > slo
+		switch {
+		case ext && csize == 0:
+			if need {
+				clear(o[slo:shi])
+			}
+		case ext && csize < 0:
+			t, err := src.get(pos, pos+1, 0)
+			if err != nil {
+				return fmt.Errorf("stream %d run token: %w", s, err)
+			}
+			if t[0]&1 == 0 {
+				return fmt.Errorf("%w: stream %d run token %#02x", ErrUnsupported, s, t[0])
+			}
+			pos++
+			if need {
+				fillByte(o[slo:shi], byte(-csize))
+			}
+		case csize <= 0 || int(csize) > len(src.base())-pos:
+			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, len(src.base())-pos)
+		case int(csize) == neblock:
+			if need {
+				if _, err := src.get(pos+slo, pos+shi, 0); err != nil {
+					return err
+				}
+			}
+			o = src.base()[pos : pos+neblock : pos+neblock]
+			pos += neblock
+		default:
+			if need {
+				cs, err := src.get(pos, pos+int(csize), 0)
+				if err != nil {
+					return err
+				}
+				// o's capacity runs to the end of S: the streams after
+				// it, written afterwards, and the scratch slack.
+				if c.Codec() == CodecLZ4 {
+					err = decodeLZ4Prefix(o, cs, c.dict, shi)
+				} else {
+					err = c.decode(o, cs, c.dict)
+				}
+				if err != nil {
+					return fmt.Errorf("%w: stream %d (%s, %d→%d bytes): %v", ErrCorrupt, s, CodecName(c.Codec()), csize, neblock, err)
+				}
+			}
+			pos += int(csize)
+		}
+		view = append(view, o)
+	}
+	if sts == 1 {
+		for _, w := range ws {
+			a, b := w.from, w.from+len(w.dst)
+			for s, o := range view {
+				if s*neblock < b && (s+1)*neblock > a {
+					copy(w.dst[max(s*neblock-a, 0):], o[max(a-s*neblock, 0):min(b-s*neblock, neblock)])
+				}
+			}
+		}
+		return nil
+	}
+	var planes [maxLent][]byte
+	pl := planes[:0]
+	if sts > maxLent {
+		pl = make([][]byte, 0, sts)
+	}
+	for j := range sts {
+		if nst > 1 {
+			pl = append(pl, view[j])
+		} else {
+			pl = append(pl, view[0][j*N:(j+1)*N])
+		}
+	}
+	for _, w := range ws {
+		a, b := w.from, w.from+len(w.dst)
+		unshuffleRange(w.dst, pl, a, min(b, N*sts))
+		for p := max(a, N*sts); p < b; p++ { // bytes after the last element
+			w.dst[p-a] = view[0][p]
+		}
+	}
+	return nil
+}
+
+// unshuffleRange writes bytes [a, b) of the unshuffled elements whose
+// byte planes are planes (plane j holds byte j of every element) to
+// dst[0:b-a]. Whole elements go through the SIMD kernels; the bytes of
+// the elements cut by a and b are set one by one.
+func unshuffleRange(dst []byte, planes [][]byte, a, b int) {
+	t := len(planes)
+	if a >= b {
+		return
+	}
+	ea, eb := (a+t-1)/t, b/t // the whole elements in [a, b)
+	if ea >= eb {
+		for p := a; p < b; p++ {
+			dst[p-a] = planes[p%t][p/t]
+		}
+		return
+	}
+	for p := a; p < ea*t; p++ {
+		dst[p-a] = planes[p%t][p/t]
+	}
+	for p := eb * t; p < b; p++ {
+		dst[p-a] = planes[p%t][p/t]
+	}
+	mid := dst[ea*t-a : eb*t-a]
+	if shuffle.CanUnshuffleStreams(t) {
+		var ws [maxLent][]byte
+		w := ws[:0]
+		if t > maxLent {
+			w = make([][]byte, 0, t)
+		}
+		for _, p := range planes {
+			w = append(w, p[ea:eb])
+		}
+		shuffle.UnshuffleStreams(mid, w)
+		return
+	}
+	m := eb - ea
+	tp := getBuf(m * t)
+	defer putBuf(tp)
+	tmp := *tp
+	for j, p := range planes {
+		copy(tmp[j*m:(j+1)*m], p[ea:eb])
+	}
+	shuffle.Unshuffle(mid, tmp, t)
+}
