@@ -303,7 +303,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		time.Sleep(time.Duration(300+round*400) * time.Millisecond)
 		m.cmd.Process.Signal(syscall.SIGTERM)
 		if !m.waitExit(30 * time.Second) {
-			t.Fatalf("round %d: the daemon still runs 30s after SIGTERM\nlog:\n%s", round, m.logText())
+			t.Fatalf("round %d: the daemon still runs 30s after SIGTERM\nlog:\n%s\nits threads:\n%s", round, m.logText(), testutil.ThreadStates(m.daemonPID()))
 		}
 		if code := m.cmd.ProcessState.ExitCode(); code != 0 {
 			t.Errorf("round %d: the daemon exited with %d after SIGTERM, want 0\nlog:\n%s", round, code, m.logText())

@@ -586,7 +586,9 @@ func (m *mount) cleanup(tb testing.TB) {
 		} else if pid := m.bgPID; pid > 0 && servesMount(pid, m.dir) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		m.waitExit(15 * time.Second)
+		if !m.waitExit(15 * time.Second) {
+			tb.Errorf("cleanup: the daemon of %s survived SIGKILL for 15s; its threads:\n%s", m.dir, testutil.ThreadStates(m.daemonPID()))
+		}
 	}
 	if isMounted(m.dir) {
 		syscall.Unmount(m.dir, syscall.MNT_DETACH)

@@ -193,3 +193,26 @@ func KernelStacks(pid int) string {
 	}
 	return out.String()
 }
+
+// ThreadStates returns, for each thread of pid, its name, state and
+// wait channel (from /proc), and its kernel stack (root only): what a
+// process that does not exit is doing.
+func ThreadStates(pid int) string {
+	var out strings.Builder
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		dir := fmt.Sprintf("/proc/%d/task/%s/", pid, t.Name())
+		stat, _ := os.ReadFile(dir + "stat")
+		wchan, _ := os.ReadFile(dir + "wchan")
+		st, _ := os.ReadFile(dir + "stack")
+		state := ""
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) {
+			state = string(stat[i+2])
+		}
+		fmt.Fprintf(&out, "thread %s %s (wchan %s):\n%s", t.Name(), state, wchan, st)
+	}
+	if len(tasks) == 0 {
+		fmt.Fprintf(&out, "no threads: pid %d is gone or reaped\n", pid)
+	}
+	return out.String()
+}
