@@ -302,8 +302,15 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		notify.fail(err)
 		return err
 	}
+	// The mount's device: its minor number names the connection, which
+	// a detached mount aborts before the daemon exits.
+	mi, mounted, _ := bfs.MountAt(mnt)
 	if watchPipe != nil {
-		fmt.Fprintln(watchPipe, bfs.MountDevice(mnt)) // the watcher unmounts only this mount
+		dev := ""
+		if mounted {
+			dev = fmt.Sprintf("%d:%d", mi.Major, mi.Minor)
+		}
+		fmt.Fprintln(watchPipe, dev) // the watcher unmounts only this mount
 	}
 	logger.Printf("serving %s at %s", pos[0], pos[1])
 	notify.ready(logDest)
@@ -347,8 +354,20 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	select {
 	case <-served:
 	case <-detached:
-		// Exiting closes /dev/fuse: the kernel ends the connection and
-		// every request still to come fails.
+		// Programs still hold files in the detached mount. End the
+		// connection before exiting, so that every request waiting on
+		// it fails now. Exiting alone is not enough: the kernel ends
+		// the connection when the last thread of this process has let
+		// go of /dev/fuse, and a thread that waits on the connection
+		// itself would hold the process, unkillable. One does: a
+		// notification that drops a file's cached pages (a writer's
+		// uncommitted writes, see fs's Release) waits for a page
+		// locked by a read that only this process could answer.
+		if mounted && strings.HasPrefix(mi.FSType, "fuse") {
+			if err := abortConnection(mi.Minor); err != nil {
+				logger.Printf("could not end the connection of the detached mount: %v", err)
+			}
+		}
 	}
 	logger.Printf("unmounted %s", pos[1])
 	return nil
