@@ -137,6 +137,11 @@ type FS struct {
 	// for Shutdown; stopping is set once Shutdown has begun.
 	stages   sync.Map
 	stopping atomic.Bool
+	// creating counts the new, empty containers being written beside
+	// the originals (writeEmpty), whose temp files Shutdown waits for;
+	// createMu orders their start against stopping.
+	createMu sync.Mutex
+	creating sync.WaitGroup
 }
 
 // diskID returns the identity of a disk file: the inode number as the

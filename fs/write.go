@@ -184,17 +184,21 @@ func (n *blobNode) dropStage() {
 
 // Shutdown stops the write path before the daemon exits with files still
 // open on the mount (SIGTERM or SIGINT while the mount is busy). Commits
-// that are running finish; then every stage is dropped with its temp
-// files, so that the source holds each file as its last commit left it
+// and creations of new files that are running finish; then every stage
+// is dropped with its temp files, so that the source holds each file as its last commit left it
 // (the old file whole) and no hidden file of this mount. Writes staged
 // since the last commit (no fsync or close yet) are dropped, as a crash
 // would drop them, and their writers are told: from now on every write,
 // fsync and close of a compressed file, and every open for writing,
 // fails with EIO. Plain files are written through and lose nothing.
 func (f *FS) Shutdown() {
-	if f.stopping.Swap(true) {
+	f.createMu.Lock()
+	already := f.stopping.Swap(true)
+	f.createMu.Unlock()
+	if already {
 		return
 	}
+	f.creating.Wait() // a new file's temp file is linked or removed
 	dropped := 0
 	f.stages.Range(func(k, _ any) bool {
 		n := k.(*blobNode)
@@ -690,6 +694,14 @@ var (
 // writeEmpty creates an empty container of format at path, atomically,
 // with permission bits perm and, when root, the caller as owner.
 func (f *FS) writeEmpty(path string, format NewFormat, perm uint32, ctx context.Context) error {
+	f.createMu.Lock()
+	if f.stopping.Load() {
+		f.createMu.Unlock()
+		return syscall.EIO // Shutdown has begun: nothing new is written
+	}
+	f.creating.Add(1)
+	f.createMu.Unlock()
+	defer f.creating.Done()
 	dir := filepath.Dir(path)
 	tf, err := f.tempFile(dir, "tmp")
 	if err != nil {
