@@ -640,9 +640,11 @@ func (n *blobNode) size() int64 {
 
 // Getxattr returns a user.bloscfs.* attribute, or the source's.
 func (n *blobNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if notCarried(attr) {
+		return 0, syscall.EOPNOTSUPP
+	}
 	if !strings.HasPrefix(attr, xattrPrefix) && attr != zarrAttrsXattr {
-		// The source's own (ls -l asks every file for security.selinux
-		// and system.posix_acl_access): no need to stat or probe.
+		// The source's own: no need to stat or probe.
 		if p, _ := n.diskPath(); p != "" {
 			sz, err := unix.Lgetxattr(p, attr, dest)
 			return uint32(sz), gofs.ToErrno(err)
@@ -672,6 +674,9 @@ func (n *blobNode) Setxattr(ctx context.Context, attr string, data []byte, flags
 	if strings.HasPrefix(attr, xattrPrefix) {
 		return 0
 	}
+	if notCarried(attr) {
+		return syscall.EOPNOTSUPP
+	}
 	p, _ := n.diskPath()
 	if p == "" {
 		return syscall.ENOENT
@@ -686,6 +691,9 @@ func (n *blobNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	}
 	if strings.HasPrefix(attr, xattrPrefix) {
 		return syscall.EPERM
+	}
+	if notCarried(attr) {
+		return syscall.EOPNOTSUPP
 	}
 	p, _ := n.diskPath()
 	if p == "" {
@@ -704,7 +712,7 @@ func (n *blobNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.
 	if sz, err := unix.Llistxattr(p, nil); err == nil && sz > 0 {
 		own = make([]byte, sz)
 		if sz, err = unix.Llistxattr(p, own); err == nil {
-			own = own[:sz]
+			own = carriedOnly(own[:sz])
 		} else {
 			own = nil
 		}

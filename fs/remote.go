@@ -430,6 +430,9 @@ func (d *remoteDir) Getxattr(ctx context.Context, attr string, dest []byte) (uin
 	if attr == StatsXattr && d.IsRoot() {
 		return d.r.f.getStats(dest)
 	}
+	if notCarried(attr) {
+		return 0, syscall.EOPNOTSUPP
+	}
 	return 0, syscall.ENODATA
 }
 
@@ -886,6 +889,9 @@ func (n *remoteFile) Getxattr(ctx context.Context, attr string, dest []byte) (ui
 		return size, err
 	}); ours {
 		return sz, errno
+	}
+	if notCarried(attr) {
+		return 0, syscall.EOPNOTSUPP
 	}
 	if !strings.HasPrefix(attr, xattrPrefix) {
 		return 0, syscall.ENODATA

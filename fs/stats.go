@@ -222,10 +222,13 @@ func (f *FS) getStats(dest []byte) (uint32, syscall.Errno) {
 }
 
 // Getxattr of the root answers StatsXattr; everything else is the
-// source's. (A remote mount's root answers it in remoteDir.Getxattr.)
+// source's, but what the mount does not carry (notCarried). (A remote mount's root answers it in remoteDir.Getxattr.)
 func (n *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	if attr == StatsXattr && n.IsRoot() {
 		return n.fs.getStats(dest)
+	}
+	if notCarried(attr) {
+		return 0, syscall.EOPNOTSUPP
 	}
 	return n.LoopbackNode.Getxattr(ctx, attr, dest)
 }
