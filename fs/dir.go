@@ -17,14 +17,14 @@ import (
 // dirNode is a directory: a loopback node whose children are named by
 // mapNames.
 type dirNode struct {
-	gofs.LoopbackNode
+	loopbackNode
 	fs    *FS
 	names viewNames // the names of the last listing, while the directory is unchanged
 }
 
 // plainNode is a file, symlink or special file that passes through.
 type plainNode struct {
-	gofs.LoopbackNode
+	loopbackNode
 	fs *FS
 }
 

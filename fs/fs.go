@@ -288,9 +288,9 @@ func (f *FS) Cache() *cache.Cache[pack.BlockKey] { return f.cache }
 // other entries pass through.
 func (f *FS) newNode(root *gofs.LoopbackRoot, _ *gofs.Inode, _ string, st *syscall.Stat_t) gofs.InodeEmbedder {
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return &dirNode{LoopbackNode: gofs.LoopbackNode{RootData: root}, fs: f}
+		return &dirNode{loopbackNode: loopbackNode{gofs.LoopbackNode{RootData: root}}, fs: f}
 	}
-	return &plainNode{LoopbackNode: gofs.LoopbackNode{RootData: root}, fs: f}
+	return &plainNode{loopbackNode: loopbackNode{gofs.LoopbackNode{RootData: root}}, fs: f}
 }
 
 // warnOnce logs a message the first time it is seen.

@@ -227,10 +227,7 @@ func (n *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint3
 	if attr == StatsXattr && n.IsRoot() {
 		return n.fs.getStats(dest)
 	}
-	if notCarried(attr) {
-		return 0, syscall.EOPNOTSUPP
-	}
-	return n.LoopbackNode.Getxattr(ctx, attr, dest)
+	return n.loopbackNode.Getxattr(ctx, attr, dest)
 }
 
 // passthrough returns the sorted paths of the open plain files passed

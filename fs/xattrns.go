@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
 )
 
 // notCarried reports whether attr is in a namespace the mount does not
@@ -61,12 +63,14 @@ func listCarried(list func([]byte) (uint32, syscall.Errno), dest []byte) (uint32
 	return uint32(copy(dest, buf)), 0
 }
 
-// The directories, plain files and symlinks of a local mount: the
-// source's attributes, but those the mount does not carry.
-// (dirNode.Getxattr, in stats.go, also answers the root's StatsXattr.)
+// loopbackNode is go-fuse's loopback node of a directory, plain file or
+// symlink of a local mount, with the source's extended attributes but
+// those the mount does not carry. (dirNode.Getxattr, in stats.go, also
+// answers the root's StatsXattr.)
+type loopbackNode struct{ gofs.LoopbackNode }
 
 // Getxattr returns the source's attribute.
-func (n *plainNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+func (n *loopbackNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	if notCarried(attr) {
 		return 0, syscall.EOPNOTSUPP
 	}
@@ -74,7 +78,7 @@ func (n *plainNode) Getxattr(ctx context.Context, attr string, dest []byte) (uin
 }
 
 // Setxattr sets the source's attribute.
-func (n *plainNode) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+func (n *loopbackNode) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	if notCarried(attr) {
 		return syscall.EOPNOTSUPP
 	}
@@ -82,7 +86,7 @@ func (n *plainNode) Setxattr(ctx context.Context, attr string, data []byte, flag
 }
 
 // Removexattr removes the source's attribute.
-func (n *plainNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
+func (n *loopbackNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if notCarried(attr) {
 		return syscall.EOPNOTSUPP
 	}
@@ -90,27 +94,6 @@ func (n *plainNode) Removexattr(ctx context.Context, attr string) syscall.Errno 
 }
 
 // Listxattr lists the source's attributes.
-func (n *plainNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	return listCarried(func(b []byte) (uint32, syscall.Errno) { return n.LoopbackNode.Listxattr(ctx, b) }, dest)
-}
-
-// Setxattr sets the source's attribute.
-func (n *dirNode) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	if notCarried(attr) {
-		return syscall.EOPNOTSUPP
-	}
-	return n.LoopbackNode.Setxattr(ctx, attr, data, flags)
-}
-
-// Removexattr removes the source's attribute.
-func (n *dirNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	if notCarried(attr) {
-		return syscall.EOPNOTSUPP
-	}
-	return n.LoopbackNode.Removexattr(ctx, attr)
-}
-
-// Listxattr lists the source's attributes.
-func (n *dirNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+func (n *loopbackNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	return listCarried(func(b []byte) (uint32, syscall.Errno) { return n.LoopbackNode.Listxattr(ctx, b) }, dest)
 }
