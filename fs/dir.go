@@ -256,7 +256,7 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHan
 	h := &listHandle{d: d, dir: dir}
 	sig, same := d.names.current(dir)
 	d.names.mu.Lock()
-	listed := same && d.names.listed
+	listed := same && d.names.listed && d.names.keepable
 	d.names.mu.Unlock()
 	if listed {
 		d.fs.stats.dirsKept.Add(1)
@@ -268,7 +268,7 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHan
 	d.dropMoved(h.mapped)
 	d.names.set(sig, h.mapped)
 	d.names.mu.Lock()
-	keep := d.names.valid && d.names.sig == sig
+	keep := d.names.valid && d.names.sig == sig && d.names.keepable
 	if keep {
 		d.names.listed = true
 	}

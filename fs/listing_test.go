@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/bloscfs/bloscfs/internal/fixtures"
 )
 
 func listNames(t *testing.T, dir string) map[string]bool {
@@ -29,6 +31,45 @@ func noSettle(t *testing.T) {
 	old := settleTime
 	settleTime = 0
 	t.Cleanup(func() { settleTime = old })
+}
+
+// TestListingNotKeptMostlyPlain: the kernel is not told to keep the
+// listing of a directory whose entries are mostly plain files (their
+// names expire within a second, and a kept listing would look each up
+// alone): each listing is made anew, and a compressed file in it is not
+// probed again.
+func TestListingNotKeptMostlyPlain(t *testing.T) {
+	noSettle(t)
+	src := t.TempDir()
+	frameData, err := os.ReadFile(filepath.Join(fixtures.Dir(), "blocksize_16384.b2frame"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "f.b2frame"), frameData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a.txt", "b.txt", "c.txt"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mnt, _ := mountSource(t, src)
+	if names := listNames(t, mnt); len(names) != 4 || !names["f"] {
+		t.Fatalf("listing: %v", names)
+	}
+	s1 := mountStats(t, mnt)
+	listNames(t, mnt)
+	listNames(t, mnt)
+	s2 := mountStats(t, mnt)
+	if s2.Listing.Kept != s1.Listing.Kept {
+		t.Errorf("the kernel was told to keep the listing of a directory of mostly plain files: %+v then %+v", s1.Listing, s2.Listing)
+	}
+	if s2.Listing.Listed < s1.Listing.Listed+2 {
+		t.Errorf("the directory was not listed anew: %+v then %+v", s1.Listing, s2.Listing)
+	}
+	if s2.Listing.Probed != s1.Listing.Probed {
+		t.Errorf("files probed again: %+v then %+v", s1.Listing, s2.Listing)
+	}
 }
 
 // TestListingKept: a directory listed once is not listed again while it
