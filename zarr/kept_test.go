@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -339,4 +341,31 @@ func TestKeptFilesConcurrent(t *testing.T) {
 	readers.Wait()
 	close(stop)
 	wg.Wait()
+}
+
+// TestKeptFilesCollected: a store dropped without Close gives its kept
+// files back when it is collected.
+func TestKeptFilesCollected(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "0"), []byte("chunk"), 0o644)
+	before := keptTotal.Load()
+	func() {
+		s, err := OpenDirStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, n, err := s.ObjectReader("0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, r, n)
+	}()
+	for range 50 {
+		if keptTotal.Load() == before {
+			return
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%d files kept after the store was collected, want %d", keptTotal.Load(), before)
 }

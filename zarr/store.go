@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 )
@@ -94,7 +95,7 @@ type DirStore struct {
 	root *os.Root
 	dir  syscall.RawConn // the store's directory, for openat2 and fstatat
 	dirf *os.File
-	kept keptFiles
+	kept *keptFiles
 }
 
 // OpenDirStore opens the directory dir as a store.
@@ -114,7 +115,11 @@ func OpenDirStore(dir string) (*DirStore, error) {
 		r.Close()
 		return nil, err
 	}
-	return &DirStore{root: r, dir: rc, dirf: d}, nil
+	s := &DirStore{root: r, dir: rc, dirf: d, kept: new(keptFiles)}
+	// A store dropped without Close closes its kept files when collected
+	// (its os.Root and directory close themselves).
+	runtime.AddCleanup(s, (*keptFiles).close, s.kept)
+	return s, nil
 }
 
 // Close releases the directory and the files the store keeps open (a
