@@ -28,56 +28,58 @@ func (w *lz4Walker) cut(src []byte, need int, complete bool) (cut, m, found int)
 	if complete {
 		short = lz4Whole
 	}
-	for {
-		si, di := w.si, w.di
-		if si >= len(src) {
-			return 0, 0, short
-		}
+	// si, di: the start of the sequence being walked (kept in registers,
+	// stored back on return).
+	si, di, n := w.si, w.di, len(src)
+	for si < n {
 		tok := src[si]
-		si++
+		p := si + 1
 		lit := int(tok >> 4)
 		if lit == 15 {
 			for {
-				if si >= len(src) {
+				if p >= n {
+					w.si, w.di = si, di
 					return 0, 0, short
 				}
-				x := src[si]
-				si++
+				x := src[p]
+				p++
 				lit += int(x)
 				if x != 255 {
 					break
 				}
 			}
 		}
-		si += lit
-		di += lit
-		if si >= len(src) {
-			return 0, 0, short // the last sequence (literals only), or more to read
+		p += lit
+		if p >= n {
+			break // the last sequence (literals only), or more to read
 		}
-		si += 2 // the match offset
+		p += 2 // the match offset
 		ml := int(tok & 15)
 		if ml == 15 {
 			for {
-				if si >= len(src) {
+				if p >= n {
+					w.si, w.di = si, di
 					return 0, 0, short
 				}
-				x := src[si]
-				si++
+				x := src[p]
+				p++
 				ml += int(x)
 				if x != 255 {
 					break
 				}
 			}
 		}
-		if si > len(src) {
-			return 0, 0, short
+		if p > n {
+			break
 		}
-		di += ml + 4
-		w.si, w.di = si, di
+		si, di = p, di+lit+ml+4
 		if di >= need {
+			w.si, w.di = si, di
 			return si, di, lz4Found
 		}
 	}
+	w.si, w.di = si, di
+	return 0, 0, short
 }
 
 // lz4Cut finds where an LZ4 block may be cut so that it decodes to a
