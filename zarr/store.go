@@ -47,8 +47,9 @@ type Store interface {
 // buffers, rather than the whole object in fresh memory.
 type ReaderAtStore interface {
 	// ObjectReader returns a reader of the object and its size, or an
-	// error wrapping ErrNotExist. The reader reads the object as it is
-	// at each call; it holds no resource between calls.
+	// error wrapping ErrNotExist. The reader reads the version of the
+	// object that the call found, or fails (DirStore: ErrChanged); it
+	// holds nothing that the caller must release.
 	ObjectReader(key string) (io.ReaderAt, int64, error)
 }
 
