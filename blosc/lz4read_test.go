@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/bloscfs/bloscfs/internal/testutil"
@@ -15,7 +16,7 @@ import (
 
 // lz4Chunks returns the LZ4 chunks of the fixtures (bare chunks and the
 // chunks of frames), by name.
-func lz4Chunks(t *testing.T) map[string][]byte {
+func lz4Chunks(t testing.TB) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
 	for _, fx := range loadFixtures(t) {
@@ -137,6 +138,18 @@ func FuzzLZ4Walk(f *testing.F) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for i := range 8 {
 		f.Add(testData(r, i, 2000+i*5003), uint32(i*777), uint16(1+i*100))
+	}
+	// The plain bytes of the fixtures' LZ4 chunks (a few, in name order).
+	chunks := lz4Chunks(f)
+	names := make([]string, 0, len(chunks))
+	for name := range chunks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for i, name := range names[:min(len(names), 6)] {
+		if plain, err := Decompress(chunks[name]); err == nil {
+			f.Add(plain[:min(len(plain), 64<<10)], uint32(len(plain)/3+i), uint16(97*i+13))
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, need uint32, step uint16) {
 		if len(data) > 1<<20 || len(data) == 0 || step == 0 {
