@@ -2,18 +2,21 @@ package zarr
 
 import (
 	"container/list"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
+
+	"github.com/bloscfs/bloscfs/pack"
 )
 
 // ErrChanged reports that a chunk file is no longer the file a reader
 // parsed: it was replaced or rewritten (its device, inode, size, mtime
 // or ctime differ) while the parsed chunk was still in use. The read
-// fails (EIO through a mount) rather than mix the bytes of two versions.
-var ErrChanged = errors.New("the Zarr object changed since it was opened")
+// fails (EIO through a mount) rather than mix the bytes of two versions;
+// it wraps pack.ErrStale, so that the array's reader parses the chunk
+// anew for the next read.
+var ErrChanged = fmt.Errorf("the Zarr object changed since it was opened: %w", pack.ErrStale)
 
 // Kept files: a DirStore keeps the files of the chunks it read open, at
 // most keptPerStore of them (the most recently used) and, over all the

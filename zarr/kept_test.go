@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/cache"
+	"github.com/bloscfs/bloscfs/pack"
 	"golang.org/x/sys/unix"
 )
 
@@ -368,4 +371,58 @@ func TestKeptFilesCollected(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("%d files kept after the store was collected, want %d", keptTotal.Load(), before)
+}
+
+// TestReplacedChunkFile reads an array whose chunk file is replaced
+// while the array is open: a read of the old version's parsed chunk
+// through a file no longer kept fails with ErrChanged, and the next read
+// parses the new file and gives its bytes.
+func TestReplacedChunkFile(t *testing.T) {
+	const n = 1 << 16 // float64 elements per chunk
+	dir := t.TempDir()
+	meta := fmt.Sprintf(`{"zarr_format":2,"shape":[%d],"chunks":[%d],"dtype":"<f8","compressor":{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":0},"fill_value":0.0,"order":"C","filters":null}`, 2*n, n)
+	os.WriteFile(filepath.Join(dir, ".zarray"), []byte(meta), 0o644)
+	chunk := func(v byte) []byte {
+		plain := bytes.Repeat([]byte{v, 1, 2, 3, 4, 5, 6, 7}, n)
+		p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blosc1: true}
+		p.Filters[5] = blosc.FilterShuffle
+		c, err := blosc.Compress(nil, plain, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for i := range 2 {
+		os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), chunk(10), 0o644)
+	}
+	s, err := OpenDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := Open(s, "", cache.New[pack.BlockKey](64<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := int64(len(a.Header()))
+	p := make([]byte, 8)
+	if _, err := a.ReadAt(p, hdr+8*n+8); err != nil || p[0] != 10 {
+		t.Fatalf("chunk 1 reads %v, %v", p, err)
+	}
+	tmp := filepath.Join(dir, "1.new")
+	os.WriteFile(tmp, chunk(20), 0o644)
+	os.Rename(tmp, filepath.Join(dir, "1"))
+	if _, _, err := s.ObjectReader("1"); err != nil { // the old file is no longer kept
+		t.Fatal(err)
+	}
+	_, err = a.ReadAt(p, hdr+8*n+4096)
+	if !errors.Is(err, ErrChanged) || !errors.Is(err, pack.ErrStale) {
+		t.Fatalf("a read of the replaced chunk: %v, want ErrChanged", err)
+	}
+	if _, err := a.ReadAt(p, hdr+8*n+4096); err != nil || p[0] != 20 {
+		t.Fatalf("the next read of the replaced chunk: %v, %v; want the new bytes", p, err)
+	}
+	if _, err := a.ReadAt(p, hdr+8*n+8); err != nil || p[0] != 20 {
+		t.Fatalf("a read of the replaced chunk's block read before: %v, %v; want the new bytes", p, err)
+	}
 }
