@@ -19,6 +19,7 @@ FUZZ_TARGETS := \
 	./blosc:FuzzDecode \
 	./blosc:FuzzDecodeRange \
 	./blosc:FuzzLZ4Prefix \
+	./blosc:FuzzLZ4Walk \
 	./blosc/blosclz:FuzzDecompress \
 	./blosc/blosclz:FuzzRoundTrip \
 	./blosc/lz4fast:FuzzCompress \

@@ -184,6 +184,55 @@ func (s *blockSrc) get(lo, hi, ahead int) ([]byte, error) {
 	return b[lo:hi], nil
 }
 
+// lz4WholeRead is the size up to which a read-mode blockSrc reads an LZ4
+// stream whole even when a range needs only a prefix of its output:
+// another read would cost more than the bytes it saves. (A variable for
+// the tests, which read the fixtures' small streams in parts.)
+var lz4WholeRead = 16 << 10
+
+// decodeLZ4Prefix writes at least the first need bytes of the output of
+// the LZ4 stream at [pos, pos+csize) of the block to dst, which holds the
+// stream's whole output. It decodes the stream's prefix up to the first
+// match that reaches need (lz4Walker, decodeLZ4Cut),
+// or else the stream whole. In read mode it reads only a prefix of a
+// large stream: a guess from the share of the output needed, then twice
+// as much each time the prefix does not hold the cut (the walk goes on
+// where it stopped).
+func (s *blockSrc) decodeLZ4Prefix(dst []byte, pos, csize int, dict []byte, need int) error {
+	if need >= len(dst) {
+		cs, err := s.get(pos, pos+csize, 0)
+		if err != nil {
+			return err
+		}
+		return decodeLZ4(dst[:len(dst):len(dst)], cs, dict)
+	}
+	n := csize
+	if s.mem == nil && csize > lz4WholeRead {
+		n = min(csize, int(int64(csize)*int64(need)/int64(len(dst)))*5/4+4<<10)
+	}
+	var w lz4Walker
+	for got := 0; ; {
+		if _, err := s.get(pos+got, pos+n, 0); err != nil {
+			return err
+		}
+		got = n
+		cs := s.base()[pos : pos+n]
+		cut, m, found := w.cut(cs, need, n == csize)
+		if found == lz4Found && decodeLZ4Cut(dst, cs[:cut], dict, m) {
+			return nil
+		}
+		if found != lz4More {
+			break
+		}
+		n = min(csize, 2*n)
+	}
+	cs, err := s.get(pos, pos+csize, 0)
+	if err != nil {
+		return err
+	}
+	return decodeLZ4(dst[:len(dst):len(dst)], cs, dict)
+}
+
 // A Holder is an io.ReaderAt each of whose reads opens its object anew
 // (a file read by name). Hold returns a reader of the same bytes that
 // keeps the object open until release is called, for a burst of small
@@ -320,15 +369,16 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 			pos += neblock
 		default:
 			if need {
-				cs, err := src.get(pos, pos+int(csize), 0)
-				if err != nil {
-					return err
-				}
 				// o's capacity runs to the end of S: the streams after
 				// it, written afterwards, and the scratch slack.
+				var err error
 				if c.Codec() == CodecLZ4 {
-					err = decodeLZ4Prefix(o, cs, c.dict, shi)
+					err = src.decodeLZ4Prefix(o, pos, int(csize), c.dict, shi)
 				} else {
+					var cs []byte
+					if cs, err = src.get(pos, pos+int(csize), 0); err != nil {
+						return err
+					}
 					err = c.decode(o, cs, c.dict)
 				}
 				if err != nil {

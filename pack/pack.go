@@ -35,6 +35,11 @@ var (
 	ErrChecksum = errors.New("checksum mismatch")
 	// ErrUnsupported reports a container version or feature not handled.
 	ErrUnsupported = errors.New("not supported")
+	// ErrStale reports a chunk whose stored bytes are no longer those it
+	// was parsed from (a Zarr chunk file replaced while its array is
+	// open). The read fails; the ChunkReader forgets the parsed chunk
+	// and its cached blocks, so that a later read parses it anew.
+	ErrStale = errors.New("chunk changed since it was parsed")
 )
 
 // BlockKey names one decoded block of one open container.
@@ -652,6 +657,32 @@ func (r *ChunkReader) deliver(pc piece, blk *bcache.Ref, mode readMode) {
 // going through the cache would only add a copy. A warm piece whose block
 // the reader has passed is skipped.
 func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) error {
+	err := r.fillPiece(pc, mode, reader)
+	if err != nil && errors.Is(err, ErrStale) {
+		r.forget(pc.chunk, pc.c)
+	}
+	return err
+}
+
+// forget drops chunk i, parsed as c, and its cached blocks: its stored
+// bytes changed (ErrStale), and a later read parses it anew.
+func (r *ChunkReader) forget(i int, c *blosc.Chunk) {
+	r.mu.Lock()
+	if cur, ok := r.chunks.Peek(i); ok && cur.c == c {
+		r.chunks.Remove(i)
+	}
+	r.mu.Unlock()
+	for b := range c.NumBlocks() {
+		k := r.key(i, b)
+		if ref, ok := r.cache.TryAcquire(k); ok {
+			r.cache.RemoveRef(k, ref)
+			ref.Release()
+		}
+	}
+}
+
+// fillPiece is fillOne.
+func (r *ChunkReader) fillPiece(pc piece, mode readMode, reader func() int64) error {
 	if reader != nil && r.src.ChunkOffset(pc.chunk)+pc.c.BlockOffset(pc.block)+int64(pc.c.BlockLen(pc.block)) <= reader() {
 		return nil
 	}

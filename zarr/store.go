@@ -6,7 +6,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"strings"
+	"syscall"
 )
 
 // Errors of the package, wrapped with context (store key, what is wrong);
@@ -45,8 +47,9 @@ type Store interface {
 // buffers, rather than the whole object in fresh memory.
 type ReaderAtStore interface {
 	// ObjectReader returns a reader of the object and its size, or an
-	// error wrapping ErrNotExist. The reader reads the object as it is
-	// at each call; it holds no resource between calls.
+	// error wrapping ErrNotExist. The reader reads the version of the
+	// object that the call found, or fails (DirStore: ErrChanged); it
+	// holds nothing that the caller must release.
 	ObjectReader(key string) (io.ReaderAt, int64, error)
 }
 
@@ -85,9 +88,15 @@ func JoinKey(prefix, key string) string {
 
 // DirStore is a Store over a local directory. It opens objects through an
 // os.Root, so that neither a key nor a symbolic link inside the store can
-// reach a file outside it.
+// reach a file outside it; on Linux, chunk files are opened with
+// openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), falling back to the
+// os.Root for a key that meets a symbolic link. The files of the chunks
+// it reads are kept open (see keptPerStore).
 type DirStore struct {
 	root *os.Root
+	dir  syscall.RawConn // the store's directory, for openat2 and fstatat
+	dirf *os.File
+	kept *keptFiles
 }
 
 // OpenDirStore opens the directory dir as a store.
@@ -96,11 +105,31 @@ func OpenDirStore(dir string) (*DirStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DirStore{root: r}, nil
+	d, err := r.Open(".")
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	rc, err := d.SyscallConn()
+	if err != nil {
+		d.Close()
+		r.Close()
+		return nil, err
+	}
+	s := &DirStore{root: r, dir: rc, dirf: d, kept: new(keptFiles)}
+	// A store dropped without Close closes its kept files when collected
+	// (its os.Root and directory close themselves).
+	runtime.AddCleanup(s, (*keptFiles).close, s.kept)
+	return s, nil
 }
 
-// Close releases the directory.
-func (s *DirStore) Close() error { return s.root.Close() }
+// Close releases the directory and the files the store keeps open (a
+// read in flight keeps its file until it ends).
+func (s *DirStore) Close() error {
+	s.kept.close()
+	s.dirf.Close()
+	return s.root.Close()
+}
 
 func (s *DirStore) open(key string) (*os.File, int64, error) {
 	if !ValidKey(key) {
@@ -162,78 +191,36 @@ func (s *DirStore) GetRange(key string, off, n int64) ([]byte, error) {
 	return b, nil
 }
 
-// ObjectReader returns a reader of a stored object and its size. Each
-// ReadAt opens the file anew: a reader kept for a parsed chunk holds no
-// file descriptor.
+// ObjectReader returns a reader of a stored object and its size. The
+// reader reads the version of the file found now, through a kept open
+// file: once that file is no longer kept, a read that finds another
+// version under the name fails with ErrChanged.
 func (s *DirStore) ObjectReader(key string) (io.ReaderAt, int64, error) {
 	if !ValidKey(key) {
 		return nil, 0, fmt.Errorf("zarr: key %q: %w (not a relative key inside the store)", key, ErrFormat)
 	}
-	// One stat, not an open, a stat and a close: a cold read of a chunk
-	// opens its file twice more (its header, its block's streams).
-	st, err := s.root.Stat(key)
+	k, err := s.file(key, nil)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, 0, fmt.Errorf("%s: %w", key, ErrNotExist)
-		}
 		return nil, 0, err
 	}
-	if !st.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("%s: %w (not a regular file)", key, ErrNotExist)
-	}
-	return &dirObject{s: s, key: key}, st.Size(), nil
+	id := k.id
+	s.kept.release(k)
+	return &dirObject{s: s, key: key, id: id}, id.size, nil
 }
 
-// dirObject reads one object of a DirStore.
-type dirObject struct {
-	s   *DirStore
-	key string
-}
-
-// ReadAt reads len(p) bytes at off of the object's file.
-func (o *dirObject) ReadAt(p []byte, off int64) (int, error) {
-	f, err := o.s.root.Open(o.key)
+// openRoot opens key through the store's os.Root (which follows symbolic
+// links that stay inside the store) and returns a descriptor of its own,
+// without closing the os.Root's.
+func (s *DirStore) openRoot(key string) (int, error) {
+	f, err := s.root.OpenFile(key, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return 0, fmt.Errorf("%s: %w", o.key, ErrNotExist)
+			return -1, fmt.Errorf("%s: %w", key, ErrNotExist)
 		}
-		return 0, err
+		return -1, err
 	}
 	defer f.Close()
-	n, err := f.ReadAt(p, off)
-	if err != nil && err != io.EOF {
-		err = fmt.Errorf("%s: %w", o.key, err)
-	}
-	return n, err
-}
-
-// Hold opens the object's file once for a burst of reads (a range
-// decode reads a block's stream headers and the parts it needs, a dozen
-// small reads): see blosc.Holder.
-func (o *dirObject) Hold() (io.ReaderAt, func(), error) {
-	f, err := o.s.root.Open(o.key)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("%s: %w", o.key, ErrNotExist)
-		}
-		return nil, nil, err
-	}
-	return heldObject{f, o.key}, func() { f.Close() }, nil
-}
-
-// heldObject reads an object of a DirStore through its open file.
-type heldObject struct {
-	f   *os.File
-	key string
-}
-
-// ReadAt reads len(p) bytes at off of the object's file.
-func (h heldObject) ReadAt(p []byte, off int64) (int, error) {
-	n, err := h.f.ReadAt(p, off)
-	if err != nil && err != io.EOF {
-		err = fmt.Errorf("%s: %w", h.key, err)
-	}
-	return n, err
+	return dupFD(f)
 }
 
 // List lists the entries of a directory of the store.

@@ -1,0 +1,197 @@
+package blosc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/pierrec/lz4/v4"
+)
+
+// lz4Chunks returns the LZ4 chunks of the fixtures (bare chunks and the
+// chunks of frames), by name.
+func lz4Chunks(t testing.TB) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, fx := range loadFixtures(t) {
+		switch {
+		case fx.IsInvalid:
+		case fx.Kind == "blosc1chunk":
+			b, err := os.ReadFile(fx.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[fx.Name] = b
+		case fx.Kind == "b2frame" || fx.Kind == "sframe" || fx.Kind == "b2nd":
+			chunks, _ := walkFrame(t, fx.Path)
+			for i, fc := range chunks {
+				if fc.data != nil {
+					out[fmt.Sprintf("%s/chunk%d", fx.Name, i)] = fc.data
+				}
+			}
+		}
+	}
+	for name, b := range out {
+		if h, err := ParseHeader(b); err != nil || h.Codec() != CodecLZ4 {
+			delete(out, name)
+		}
+	}
+	return out
+}
+
+// TestLZ4PartialStreamReads decodes ranges of every block of the LZ4
+// chunks of the fixtures through a reader, with every LZ4 stream read in
+// parts (the prefix a range needs, doubled until it holds the cut), and
+// compares with the block decoded whole from memory.
+func TestLZ4PartialStreamReads(t *testing.T) {
+	defer func(n int) { lz4WholeRead = n }(lz4WholeRead)
+	lz4WholeRead = 0
+	chunks := lz4Chunks(t)
+	if len(chunks) < 5 {
+		t.Fatalf("only %d LZ4 chunks in the fixtures", len(chunks))
+	}
+	for name, b := range chunks {
+		t.Run(name, func(t *testing.T) {
+			mem, err := NewChunkBytes(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := NewChunk(&recordingReader{b: b}, int64(len(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range c.NumBlocks() {
+				bl := c.BlockLen(i)
+				whole := make([]byte, bl)
+				if err := mem.DecodeBlock(whole, i); err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range rangeWindows(bl, i) {
+					got := make([]byte, w[1])
+					if err := c.DecodeBlockRange(got, i, w[0]); err != nil {
+						t.Fatalf("block %d [%d,+%d): %v", i, w[0], w[1], err)
+					}
+					if !bytes.Equal(got, whole[w[0]:w[0]+w[1]]) {
+						t.Fatalf("block %d [%d,+%d): a decode of streams read in parts differs from the whole block", i, w[0], w[1])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestLZ4PartialStreamReadsReadLess checks that a 4 KiB range near the
+// start of a 1 MiB block of shuffled float64 (as numcodecs writes Zarr
+// chunks) reads a prefix of the block's LZ4 streams, not all of them,
+// and decodes the same bytes.
+func TestLZ4PartialStreamReadsReadLess(t *testing.T) {
+	const n = 1 << 20
+	plain := make([]byte, n)
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := 0.0
+	for i := 0; i < n; i += 8 {
+		x += rng.NormFloat64()
+		binary.LittleEndian.PutUint64(plain[i:], math.Float64bits(x))
+	}
+	p := Params{Codec: CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: n, Blosc1: true}
+	p.Filters[5] = FilterShuffle
+	b, err := Compress(nil, plain, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := &recordingReader{b: b}
+	c, err := NewChunk(rr, int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []int{0, 4096, 100_000, n / 2, n - 4096} {
+		rr.reads = nil
+		got := make([]byte, 4096)
+		if err := c.DecodeBlockRange(got, 0, from); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, plain[from:from+4096]) {
+			t.Fatalf("[%d,+4096): wrong bytes", from)
+		}
+		read := 0
+		for _, r := range rr.reads {
+			read += int(r[1] - r[0])
+		}
+		if from < n/2 && 2*read > len(b) {
+			t.Errorf("[%d,+4096) read %d bytes of a %d-byte chunk in %d reads", from, read, len(b), len(rr.reads))
+		}
+		t.Logf("[%d,+4096): %d bytes in %d reads, chunk of %d", from, read, len(rr.reads), len(b))
+	}
+}
+
+// FuzzLZ4Walk checks that a walk of an LZ4 block over growing prefixes
+// of it (as read in parts) finds the cut that a walk of the whole block
+// finds, and that the prefix of the block's output that decodeLZ4Prefix
+// writes, from memory and read in parts, equals the input's.
+func FuzzLZ4Walk(f *testing.F) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range 8 {
+		f.Add(testData(r, i, 2000+i*5003), uint32(i*777), uint16(1+i*100))
+	}
+	// The plain bytes of the fixtures' LZ4 chunks (a few, in name order).
+	chunks := lz4Chunks(f)
+	names := make([]string, 0, len(chunks))
+	for name := range chunks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for i, name := range names[:min(len(names), 6)] {
+		if plain, err := Decompress(chunks[name]); err == nil {
+			f.Add(plain[:min(len(plain), 64<<10)], uint32(len(plain)/3+i), uint16(97*i+13))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, need uint32, step uint16) {
+		if len(data) > 1<<20 || len(data) == 0 || step == 0 {
+			return
+		}
+		dst := make([]byte, lz4.CompressBlockBound(len(data)))
+		k, err := encodeLZ4(dst, data, 5)
+		if err != nil || k == 0 {
+			return
+		}
+		src := dst[:k]
+		nd := int(need) % (len(data) + 1)
+		wcut, wm, wok := lz4Cut(src, nd)
+		var w lz4Walker
+		for n := min(int(step), len(src)); ; n = min(n+int(step), len(src)) {
+			cut, m, found := w.cut(src[:n], nd, n == len(src))
+			if found == lz4More {
+				if n == len(src) {
+					t.Fatal("a walk of the whole block asks for more")
+				}
+				continue
+			}
+			if (found == lz4Found) != wok || found == lz4Found && (cut != wcut || m != wm) {
+				t.Fatalf("walk in steps of %d: cut %d m %d found %d; whole: cut %d m %d ok %v", step, cut, m, found, wcut, wm, wok)
+			}
+			break
+		}
+		for _, mem := range []bool{true, false} {
+			cn := testutil.NewCanary(len(data))
+			s := &blockSrc{mem: src}
+			if !mem {
+				s = &blockSrc{r: bytes.NewReader(src), buf: make([]byte, len(src))}
+			}
+			if err := s.decodeLZ4Prefix(cn.Dst(), 0, len(src), nil, nd); err != nil {
+				t.Fatalf("decodeLZ4Prefix(%d of %d): %v", nd, len(data), err)
+			}
+			if err := cn.Check(); err != nil {
+				t.Fatalf("decodeLZ4Prefix(%d of %d) %s", nd, len(data), err)
+			}
+			if !bytes.Equal(cn.Dst()[:nd], data[:nd]) {
+				t.Fatalf("decodeLZ4Prefix(%d of %d, from memory %v) differs from the input", nd, len(data), mem)
+			}
+		}
+	})
+}
