@@ -30,7 +30,7 @@ FUZZ_TARGETS := \
 	./zarr:FuzzMeta \
 	./zarr:FuzzShardIndex
 
-.PHONY: all build build-static deps test test-long unit race integration simd purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
+.PHONY: all build build-static deps deps-base versitygw versitygw-start versitygw-wait test test-long unit race integration simd purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
 
 all: build
 
@@ -73,9 +73,13 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/bloscfs $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_bloscfs
 
 # deps installs what the tests need when it is missing: Debian packages
-# (python3-blosc and python3-numpy for /usr/bin/python3, fuse3, fio) and Go
-# modules.
-deps:
+# (python3-blosc and python3-numpy for /usr/bin/python3, fuse3, fio), Go
+# modules, zarrita and versitygw.
+deps: deps-base versitygw
+
+# deps-base is deps but versitygw, which only the integration step needs:
+# make test builds that in the background meanwhile (versitygw-start).
+deps-base:
 	@missing=""; \
 	/usr/bin/python3 -c 'import blosc, numpy, zarr, numcodecs' 2>/dev/null || missing="yes"; \
 	command -v fio >/dev/null || missing="yes"; \
@@ -90,15 +94,45 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
 	fi
 	$(GO) mod download
-	@if [ ! -x "$(BLOSCFS_VERSITYGW)" ]; then \
-		echo "installing versitygw $(VERSITYGW_VERSION) into $(TOOLS_DIR) (a few minutes, once)"; \
-		GOBIN="$(TOOLS_DIR)" $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); \
-	fi
 	@if [ ! -d "$(BLOSCFS_ZARRITA)/node_modules/zarrita" ]; then \
 		echo "installing zarrita $(ZARRITA_VERSION) into $(BLOSCFS_ZARRITA)"; \
 		mkdir -p "$(BLOSCFS_ZARRITA)" && cd "$(BLOSCFS_ZARRITA)" && \
 		command -v npm >/dev/null || { echo "npm (Node 20) is needed for the zarr tests"; exit 1; }; \
 		npm install --no-audit --no-fund --silent zarrita@$(ZARRITA_VERSION) @zarrita/storage@0.2.0 numcodecs@0.3.2; \
+	fi
+
+# versitygw builds the S3 server of the remote tests when it is missing
+# (a minute or two of both cores, once per machine).
+versitygw:
+	@$(MAKE) --no-print-directory versitygw-wait
+	@if [ ! -x "$(BLOSCFS_VERSITYGW)" ]; then \
+		echo "installing versitygw $(VERSITYGW_VERSION) into $(TOOLS_DIR) (a few minutes, once)"; \
+		GOBIN="$(TOOLS_DIR)" $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); \
+	fi
+
+# versitygw-start starts that build in the background, at the lowest CPU
+# priority, when versitygw is missing: on a new machine it then takes the
+# cores that vet, race and simd leave idle rather than a minute of its own.
+# versitygw-wait waits for it (and fails with its log if it failed).
+VERSITYGW_BUILD := $(TOOLS_DIR)/.versitygw-build
+versitygw-start:
+	@if [ ! -x "$(BLOSCFS_VERSITYGW)" ] && ! { [ -f "$(VERSITYGW_BUILD).pid" ] && kill -0 "$$(cat "$(VERSITYGW_BUILD).pid")" 2>/dev/null; }; then \
+		echo "building versitygw $(VERSITYGW_VERSION) into $(TOOLS_DIR) in the background (once per machine)"; \
+		mkdir -p "$(TOOLS_DIR)"; rm -f "$(VERSITYGW_BUILD).rc"; \
+		( GOBIN="$(TOOLS_DIR)" nice -n 19 $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION) \
+			> "$(VERSITYGW_BUILD).log" 2>&1; echo $$? > "$(VERSITYGW_BUILD).rc" ) < /dev/null > /dev/null 2>&1 & \
+		echo $$! > "$(VERSITYGW_BUILD).pid"; \
+	fi
+
+versitygw-wait:
+	@if [ -f "$(VERSITYGW_BUILD).pid" ]; then \
+		pid=$$(cat "$(VERSITYGW_BUILD).pid"); \
+		if kill -0 $$pid 2>/dev/null; then echo "waiting for the versitygw build"; fi; \
+		while kill -0 $$pid 2>/dev/null; do sleep 1; done; \
+		rm -f "$(VERSITYGW_BUILD).pid"; \
+		if [ "$$(cat "$(VERSITYGW_BUILD).rc" 2>/dev/null)" != 0 ]; then \
+			echo "building versitygw failed:"; cat "$(VERSITYGW_BUILD).log"; exit 1; \
+		fi; \
 	fi
 
 # vet checks every package as built here, then the files that other builds
@@ -195,7 +229,9 @@ fuzz:
 fuzz-long:
 	$(MAKE) fuzz FUZZTIME=10m
 
-test: deps fmt-check vet race integration simd purego canary fuzz
+# (simd runs before integration so that a versitygw build started by
+# versitygw-start has the cores it leaves idle.)
+test: deps-base versitygw-start fmt-check vet race simd versitygw-wait integration purego canary fuzz
 	@echo "make test: all passed"
 
 # test-long runs the write-path tests at length (200,000 random
