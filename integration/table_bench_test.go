@@ -442,33 +442,54 @@ func withFreshMount(b *testing.B, src string, fn func(mnt string)) {
 	withFreshMountPid(b, src, func(mnt string, _ int) { fn(mnt) })
 }
 
-// random4K returns the median time of 4 KiB reads at random offsets of
-// name through a fresh mount of src, each in a chunk (of chunk bytes) no
-// read touched before, kernel read-ahead off (FADV_RANDOM).
-func random4K(b *testing.B, src, name string, size, chunk int64) time.Duration {
+// random4KTurns returns the median time of 4 KiB reads at random offsets
+// of each names[i] through a fresh mount of srcs[i], each read in a chunk
+// (of chunk bytes) no read of that file touched before, kernel read-ahead
+// off (FADV_RANDOM). The files are mounted at once and read in turn (4 KiB
+// of one, then of the next, the order rotating each round), so that what
+// changes on the machine during the run (other work, the hypervisor)
+// weighs on all of them alike and their ratios hold from run to run.
+func random4KTurns(b *testing.B, srcs, names []string, size, chunk int64) []time.Duration {
 	b.Helper()
-	var ts []time.Duration
-	withFreshMount(b, src, func(mnt string) {
-		f, err := os.Open(filepath.Join(mnt, name))
-		if err != nil {
-			b.Fatal(err)
+	files := make([]*os.File, len(srcs))
+	var mountAll func(i int)
+	ts := make([][]time.Duration, len(srcs))
+	mountAll = func(i int) {
+		if i < len(srcs) {
+			withFreshMount(b, srcs[i], func(mnt string) {
+				f, err := os.Open(filepath.Join(mnt, names[i]))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
+				files[i] = f
+				mountAll(i + 1)
+			})
+			return
 		}
-		defer f.Close()
-		unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
 		rng := rand.New(rand.NewPCG(1, 2))
 		chunks := rng.Perm(int(size / chunk))
 		buf := make([]byte, 4096)
-		for _, c := range chunks[:min(len(chunks), 200)] {
+		for round, c := range chunks[:min(len(chunks), 200)] {
 			off := int64(c)*chunk + rng.Int64N(chunk-4096)
-			t := time.Now()
-			if _, err := f.ReadAt(buf, off); err != nil {
-				b.Fatal(err)
+			for k := range files {
+				j := (k + round) % len(files)
+				t := time.Now()
+				if _, err := files[j].ReadAt(buf, off); err != nil {
+					b.Fatal(err)
+				}
+				ts[j] = append(ts[j], time.Since(t))
 			}
-			ts = append(ts, time.Since(t))
 		}
-	})
-	slices.Sort(ts)
-	return ts[len(ts)/2]
+	}
+	mountAll(0)
+	p50 := make([]time.Duration, len(srcs))
+	for i := range ts {
+		slices.Sort(ts[i])
+		p50[i] = ts[i][len(ts[i])/2]
+	}
+	return p50
 }
 
 // zarrGen writes OUT/z.zarr, a Zarr v2 array of float64 (a random walk)
@@ -558,9 +579,8 @@ func BenchmarkZarrTable(b *testing.B) {
 		zs, fs := t[0], t[1]
 		row("walk", ".b2frame lz4", "cold cat through a fresh mount", gbs(fs), "")
 		row("walk", "Zarr v2 lz4", "cold cat through a fresh mount", gbs(zs), x(zs, fs)+" of the .b2frame")
-		zr := random4K(b, zsrc, "z.npy", size, 1<<20)
-		fr := random4K(b, fsrc, "f.npy", size, 1<<20)
-		f1r := random4K(b, fsrc1, "f.npy", size, 1<<20)
+		p50 := random4KTurns(b, []string{zsrc, fsrc, fsrc1}, []string{"z.npy", "f.npy", "f.npy"}, size, 1<<20)
+		zr, fr, f1r := p50[0], p50[1], p50[2]
 		row("walk", ".b2frame lz4", "cold 4 KiB random read, p50", fr.String(), "")
 		row("walk", ".b2frame lz4, 1 MiB blocks", "cold 4 KiB random read, p50", f1r.String(), "")
 		row("walk", "Zarr v2 lz4 (1 MiB blocks)", "cold 4 KiB random read, p50", zr.String(),
