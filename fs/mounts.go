@@ -287,13 +287,3 @@ func WatchAutoUnmount(dir string, r io.Reader) error {
 // watchGrace is how long the watcher keeps looking at a mount that still
 // answers once the daemon's end of the pipe is closed.
 const watchGrace = 2 * time.Second
-
-// MountDevice returns the device of the mount at dir as "MAJOR:MINOR",
-// from /proc/self/mountinfo ("" if nothing is mounted there).
-func MountDevice(dir string) string {
-	m, ok, _ := MountAt(dir)
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf("%d:%d", m.Major, m.Minor)
-}

@@ -185,8 +185,9 @@ func (n *blobNode) dropStage() {
 // Shutdown stops the write path before the daemon exits with files still
 // open on the mount (SIGTERM or SIGINT while the mount is busy). Commits
 // and creations of new files that are running finish; then every stage
-// is dropped with its temp files, so that the source holds each file as its last commit left it
-// (the old file whole) and no hidden file of this mount. Writes staged
+// is dropped with its temp files, so that the source holds each file as
+// its last commit left it (the old file whole) and no hidden file of this
+// mount. Writes staged
 // since the last commit (no fsync or close yet) are dropped, as a crash
 // would drop them, and their writers are told: from now on every write,
 // fsync and close of a compressed file, and every open for writing,
