@@ -142,7 +142,24 @@ func canaryData(r *rand.Rand, kind, n int) []byte {
 // Blosc1 chunks) and decodes each whole and block by block, from memory
 // and through an io.ReaderAt, into canaried windows.
 func TestCanaryGrid(t *testing.T) {
-	codecs := []int{CodecBloscLZ, CodecLZ4, CodecLZ4HC, CodecZlib, CodecZstd}
+	canaryGrid(t, []int{CodecBloscLZ, CodecLZ4, CodecLZ4HC, CodecZlib, CodecZstd})
+}
+
+// canaryCase is one chunk of the canary grid: its parameters, and the
+// kind and seed of its plain data.
+type canaryCase struct {
+	name  string
+	p     Params
+	kind  int
+	seed  uint64
+	trunc bool // trunc_prec: compare with a truncated copy
+}
+
+// canaryGrid runs TestCanaryGrid's grid for the given codecs. The cases
+// are listed first, in a fixed order, each with its own data seed; each
+// codec × filter set is then a parallel subtest, so that the grid takes
+// every core (it is the longest test of the codec packages).
+func canaryGrid(t *testing.T, codecs []int) {
 	type fset struct {
 		name   string
 		f      [MaxFilters]uint8
@@ -173,10 +190,11 @@ func TestCanaryGrid(t *testing.T) {
 		blocksizes = []int{1 << 10, n}
 		splits = splits[1:]
 	}
-	r := rand.New(rand.NewPCG(10, 10))
 	count := 0
+	total := 0
 	for _, codec := range codecs {
 		for _, fs := range filters {
+			var cases []canaryCase
 			for _, ts := range typesizes {
 				for _, bs := range blocksizes {
 					for _, sp := range splits {
@@ -200,33 +218,48 @@ func TestCanaryGrid(t *testing.T) {
 									p.Clevel = 4
 								}
 							}
-							plain := canaryData(r, count, n)
+							name := fmt.Sprintf("ts%d/bs%d/split%d/blosc1=%v/clevel%d", ts, bs, sp, b1, p.Clevel)
+							cases = append(cases, canaryCase{name: name, p: p, kind: count, seed: uint64(count), trunc: fs.name == "truncprec+shuffle"})
 							count++
-							if fs.name == "truncprec+shuffle" {
-								truncPrec(plain[:len(plain)/ts*ts], ts, 20)
-							}
-							name := fmt.Sprintf("%s/%s/ts%d/bs%d/split%d/blosc1=%v/clevel%d", CodecName(codec), fs.name, ts, bs, sp, b1, p.Clevel)
-							chunk, err := Compress(nil, plain, p)
-							if err != nil {
-								t.Fatalf("%s: Compress: %v", name, err)
-							}
-							c, err := NewChunkBytes(chunk)
-							if err != nil {
-								t.Fatalf("%s: %v", name, err)
-							}
-							decodeCanary(t, name, c, plain)
-							rc, err := NewChunk(bytes.NewReader(chunk), int64(len(chunk)))
-							if err != nil {
-								t.Fatalf("%s: %v", name, err)
-							}
-							decodeCanary(t, name+"/readerat", rc, plain)
 						}
 					}
 				}
 			}
+			total += len(cases)
+			t.Run(CodecName(codec)+"/"+fs.name, func(t *testing.T) {
+				t.Parallel()
+				for _, c := range cases {
+					runCanaryCase(t, c, n)
+				}
+			})
 		}
 	}
-	t.Logf("%d chunks decoded into canaried windows", count)
+	t.Logf("%d chunks decoded into canaried windows", total)
+}
+
+// runCanaryCase compresses one case's data with our encoder and decodes
+// it whole and block by block, from memory and through an io.ReaderAt,
+// into canaried windows.
+func runCanaryCase(t *testing.T, c canaryCase, n int) {
+	t.Helper()
+	plain := canaryData(rand.New(rand.NewPCG(10, c.seed)), c.kind, n)
+	if c.trunc {
+		truncPrec(plain[:len(plain)/c.p.Typesize*c.p.Typesize], c.p.Typesize, 20)
+	}
+	chunk, err := Compress(nil, plain, c.p)
+	if err != nil {
+		t.Fatalf("%s: Compress: %v", c.name, err)
+	}
+	ch, err := NewChunkBytes(chunk)
+	if err != nil {
+		t.Fatalf("%s: %v", c.name, err)
+	}
+	decodeCanary(t, c.name, ch, plain)
+	rc, err := NewChunk(bytes.NewReader(chunk), int64(len(chunk)))
+	if err != nil {
+		t.Fatalf("%s: %v", c.name, err)
+	}
+	decodeCanary(t, c.name+"/readerat", rc, plain)
 }
 
 // TestCanarySpecial covers the chunks with no streams: memcpyed chunks
@@ -476,19 +509,23 @@ func TestCanaryCompressors(t *testing.T) {
 	}
 }
 
-// TestCanaryZstdDecoders runs the canary tests once with each zstd
-// decoder this binary has: libzstd (a cgo build where the library loads)
-// and klauspost's pure-Go decoder. Without cgo only the latter exists, and
-// the other canary tests already run it.
+// TestCanaryZstdDecoders runs the zstd canary tests with the zstd decoder
+// that does not run by default, so that both decoders of a cgo build
+// (libzstd where it loads, klauspost's pure-Go one) go through them.
+// Without cgo only the latter exists, and the other canary tests already
+// run it.
 func TestCanaryZstdDecoders(t *testing.T) {
 	if !libzstdLoaded() {
 		t.Skip("built without cgo or libzstd.so.1 missing: only klauspost's decoder exists, covered by the other canary tests")
 	}
-	for _, c := range []bool{true, false} {
-		t.Run(map[bool]string{true: "libzstd", false: "klauspost"}[c], func(t *testing.T) {
-			defer useLibzstd.Store(useLibzstd.Swap(c))
-			TestCanaryGrid(t)
-			TestCanaryCodecs(t)
-		})
-	}
+	// The decoder that runs by default went through TestCanaryGrid and
+	// TestCanaryCodecs already; the other one goes through their zstd
+	// chunks here. ("grid" returns once its parallel subtests are done,
+	// before the decoder is set back.)
+	other := !useLibzstd.Load()
+	t.Run(map[bool]string{true: "libzstd", false: "klauspost"}[other], func(t *testing.T) {
+		defer useLibzstd.Store(useLibzstd.Swap(other))
+		t.Run("grid", func(t *testing.T) { canaryGrid(t, []int{CodecZstd}) })
+		TestCanaryCodecs(t)
+	})
 }
