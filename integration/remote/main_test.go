@@ -42,15 +42,18 @@ var (
 const versitygwEnv = "BLOSCFS_VERSITYGW"
 
 // findVersitygw returns the versitygw binary: $BLOSCFS_VERSITYGW, the
-// folder make test installs it into, or PATH.
+// builds that make deps and make test install (optimized, then quick), or
+// PATH.
 func findVersitygw() (string, error) {
 	if p := os.Getenv(versitygwEnv); p != "" {
 		return p, nil
 	}
 	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".cache", "bloscfs-tools", "bin", "versitygw")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
+		for _, name := range []string{"versitygw", "versitygw-quick"} {
+			p := filepath.Join(home, ".cache", "bloscfs-tools", "bin", name)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
 		}
 	}
 	return exec.LookPath("versitygw")
