@@ -497,27 +497,18 @@ func isZero(b []byte) bool {
 	return true
 }
 
-// runValue reports whether all bytes of b are equal, and which.
+// runValue reports whether all bytes of b are equal, and which. They are
+// exactly when each byte equals the next: one comparison of b with itself
+// shifted by a byte, at the speed of the runtime's memequal. (A loop of
+// 8-byte compares, inlined into compress, spilled its registers on every
+// word: 9 % of `pack`'s CPU on a smooth series, where the shuffled
+// streams of high bytes are runs for long stretches; c-blosc2's get_run
+// took a third of that.)
 func runValue(b []byte) (byte, bool) {
-	if len(b) == 0 {
+	if len(b) == 0 || string(b[1:]) != string(b[:len(b)-1]) {
 		return 0, false
 	}
-	v := b[0]
-	i := 0
-	if len(b) >= 8 {
-		w := uint64(v) * 0x0101010101010101
-		for ; i+8 <= len(b); i += 8 {
-			if binary.LittleEndian.Uint64(b[i:]) != w {
-				return 0, false
-			}
-		}
-	}
-	for ; i < len(b); i++ {
-		if b[i] != v {
-			return 0, false
-		}
-	}
-	return v, true
+	return b[0], true
 }
 
 // filterBlock applies the forward pipeline (slots 0→5) to block j and

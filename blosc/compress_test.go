@@ -409,3 +409,29 @@ func TestZeroBlocksShortcut(t *testing.T) {
 		}
 	}
 }
+
+// TestRunValue: runValue finds a run of one byte value at every length,
+// and no run where any byte differs, wherever it is.
+func TestRunValue(t *testing.T) {
+	if _, ok := runValue(nil); ok {
+		t.Fatal("runValue(nil) reports a run")
+	}
+	for n := 1; n <= 40; n++ {
+		for _, v := range []byte{0, 7, 0xff} {
+			b := bytes.Repeat([]byte{v}, n)
+			if got, ok := runValue(b); !ok || got != v {
+				t.Fatalf("%d bytes of %#x: runValue = %#x, %v", n, v, got, ok)
+			}
+			for i := range n {
+				if n == 1 {
+					break
+				}
+				c := bytes.Clone(b)
+				c[i] ^= 1
+				if got, ok := runValue(c); ok {
+					t.Fatalf("%d bytes of %#x, byte %d changed: runValue = %#x, true", n, v, i, got)
+				}
+			}
+		}
+	}
+}

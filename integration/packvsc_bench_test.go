@@ -52,34 +52,58 @@ print(b2.blosc2_get_version_string().decode(), cpu, wall, total)
 `
 
 // packVsCRounds is how many times BenchmarkPackVsC runs each of pack
-// and c-blosc2, in turn, per case; it keeps the least times.
+// and c-blosc2, in turn, per case, unless BLOSCFS_PACKVSC_ROUNDS says;
+// it keeps the least times.
 const packVsCRounds = 3
 
-// BenchmarkPackVsC compares `bloscfs pack` with c-blosc2's
-// blosc2_compress, the shared library that BLOSCFS_CBLOSC2 names, per
-// codec (LZ4 at clevels 1, 5 and 9, zstd at 1 and 5: c-blosc2's clevel 9
-// is zstd's level 22; BLOSCFS_PACKVSC_CODECS=lz4 for LZ4 alone) on the
-// data sets of
-// BenchmarkTable (at most 256 MiB each): pack at GOMAXPROCS 1 and 2
+// BenchmarkPackVsC compares `bloscfs pack` with c-blosc2, the shared
+// library that BLOSCFS_CBLOSC2 names, per codec (LZ4 at clevels 1, 5 and
+// 9, zstd at 1 and 5: c-blosc2's clevel 9 is zstd's level 22;
+// BLOSCFS_PACKVSC_CODECS=lz4 for LZ4 alone) on the data sets of
+// BenchmarkTable (at most 256 MiB each), pack at GOMAXPROCS 1 and 2
 // against c-blosc2 on 1 and 2 threads, same 1 MiB chunks, typesize and
-// shuffle (pack's default blocks, at most 256 KiB; c-blosc2's automatic
-// ones). pack and C run in turn, packVsCRounds times each, and the least
-// CPU time (user and system, all threads) and wall time count: pack's
-// is its whole process, reading the plain file and writing the frame
-// (and syncing it); C's is its compression loop, in-process. So the
-// "in-process" rows also time blosc.Compress in this process on the same
-// chunks, with pack's parameters and as many goroutines as threads,
-// GOMAXPROCS set to match: the codec and filters without the I/O. Its table goes to stderr and
-// is appended to BLOSCFS_BENCH_TABLE. It skips when BLOSCFS_CBLOSC2 is
-// unset.
+// shuffle. Five programs run in turn, packVsCRounds times each, and the
+// least CPU time (user and system, all threads) and wall time of each
+// count:
+//
+//   - pack, the whole process: it reads the plain file, writes the frame
+//     and syncs it;
+//   - its C counterpart, the whole process: cDriver's "pack", which reads
+//     the plain file, appends its chunks to a frame with
+//     blosc2_schunk_append_buffer and syncs it, with pack's block size;
+//   - the least such a C process does: cDriver's "chunks", which reads,
+//     compresses each chunk with blosc2_compress_ctx, writes it and syncs
+//     the file, without a frame (c-blosc2 rewrites a frame's index and
+//     trailer on every append);
+//   - blosc.Compress in this process on the same chunks, with pack's
+//     parameters and as many goroutines as threads, GOMAXPROCS set to
+//     match: the codec and filters without the I/O;
+//   - c-blosc2's blosc2_compress loop in-process (through Python ctypes,
+//     c-blosc2's automatic block size), the same without the I/O.
+//
+// "÷ C frame" and "÷ C chunks" compare pack with the two C processes,
+// "in-process ÷ C loop" the two loops; "pack ÷ C loop" is the whole
+// process against the loop, which pays no I/O. Its table goes to stderr
+// and is appended to BLOSCFS_BENCH_TABLE. It skips when BLOSCFS_CBLOSC2
+// is unset, and when the C driver cannot be built (no C compiler, or no
+// blosc2.h beside the library: BLOSCFS_CBLOSC2_INCLUDE names its
+// directory).
 func BenchmarkPackVsC(b *testing.B) {
 	lib := cblosc2(b, "to compare pack with blosc2_compress")
 	py := testutil.Python(b, "numpy")
+	driver, why := buildCDriver(b, lib)
+	if why != "" {
+		b.Skip(why)
+	}
 	size := int64(256 << 20)
 	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
 		if n, err := strconv.Atoi(s); err == nil && n > 0 {
 			size = min(size, int64(n)<<20)
 		}
+	}
+	rounds := packVsCRounds
+	if n, err := strconv.Atoi(os.Getenv("BLOSCFS_PACKVSC_ROUNDS")); err == nil && n > 0 {
+		rounds = n
 	}
 	codecs := []string{"lz4", "zstd"}
 	if s := os.Getenv("BLOSCFS_PACKVSC_CODECS"); s != "" {
@@ -87,10 +111,12 @@ func BenchmarkPackVsC(b *testing.B) {
 	}
 	dir := b.TempDir()
 	gbs := func(s float64) string { return fmt.Sprintf("%.2f", float64(size)/s/1e9) }
+	x := func(c, g float64) string { return fmt.Sprintf("%.2f×", c/g) }
 	for b.Loop() {
 		var rows [][]string
 		row := func(cells ...string) { rows = append(rows, cells) }
-		row("data", "codec", "clevel", "ratio, ours / C", "ours / C threads", "pack GB/s of CPU", "C GB/s of CPU", "pack ÷ C, CPU", "pack ÷ C, wall")
+		row("data", "codec", "clevel", "threads", "ratio, pack / C", "pack GB/s of CPU", "÷ C frame, CPU", "÷ C frame, wall",
+			"÷ C chunks, CPU", "÷ C chunks, wall", "in-process ÷ C loop, CPU", "in-process ÷ C loop, wall", "pack ÷ C loop, CPU")
 		var ref string
 		for _, ds := range tableData {
 			plain := filepath.Join(dir, ds.name)
@@ -107,19 +133,26 @@ func BenchmarkPackVsC(b *testing.B) {
 						continue // zstd level 22 in c-blosc2: minutes per 256 MiB
 					}
 					cl := strconv.Itoa(clevel)
+					bs := strconv.Itoa(packParams(b, codec, clevel, ds.typesize).Blocksize)
 					packed := filepath.Join(dir, ds.name+".b2frame")
+					cPacked := filepath.Join(dir, ds.name+"-c.b2frame")
+					cChunks := filepath.Join(dir, ds.name+"-c.chunks")
 					for _, procs := range []int{1, 2} {
-						pCPU, pWall := time.Duration(1<<62), time.Duration(1<<62)
+						np := strconv.Itoa(procs)
+						inf := time.Duration(1 << 62)
+						pCPU, pWall, qCPU, qWall, rCPU, rWall, gCPU, gWall := inf, inf, inf, inf, inf, inf, inf, inf
 						cCPU, cWall := 1e9, 1e9
 						var cSize int64
-						gCPU, gWall := time.Duration(1<<62), time.Duration(1<<62)
-						var gSize int64
-						for range packVsCRounds {
-							cpu, wall := cpuRun(b, []string{"GOMAXPROCS=" + strconv.Itoa(procs)}, bin, "pack", "-q", "-f", "--codec", codec, "--clevel", cl, "--typesize", ts, plain, packed)
+						for range rounds {
+							cpu, wall := cpuRun(b, []string{"GOMAXPROCS=" + np}, bin, "pack", "-q", "-f", "--codec", codec, "--clevel", cl, "--typesize", ts, plain, packed)
 							pCPU, pWall = min(pCPU, cpu), min(pWall, wall)
-							cpu, wall, gSize = compressInProcess(b, data, codec, clevel, ds.typesize, procs)
+							cpu, wall = cpuRun(b, nil, driver, "pack", plain, cPacked, codec, cl, ts, bs, np)
+							qCPU, qWall = min(qCPU, cpu), min(qWall, wall)
+							cpu, wall = cpuRun(b, nil, driver, "chunks", plain, cChunks, codec, cl, ts, bs, np)
+							rCPU, rWall = min(rCPU, cpu), min(rWall, wall)
+							cpu, wall, _ = compressInProcess(b, data, codec, clevel, ds.typesize, procs)
 							gCPU, gWall = min(gCPU, cpu), min(gWall, wall)
-							out, err := exec.Command(py, "-c", cCompressScript, lib, plain, codec, cl, ts, strconv.Itoa(procs), "1").CombinedOutput()
+							out, err := exec.Command(py, "-c", cCompressScript, lib, plain, codec, cl, ts, np, "1").CombinedOutput()
 							if err != nil {
 								b.Fatalf("c-blosc2 (BLOSCFS_CBLOSC2=%s) on %s: %v\n%s", lib, plain, err, out)
 							}
@@ -133,24 +166,30 @@ func BenchmarkPackVsC(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
-						ratio := fmt.Sprintf("%.3f / %.3f", float64(size)/float64(st.Size()), float64(size)/float64(cSize))
-						cpuX := cCPU / pCPU.Seconds()
-						row(ds.name, codec, cl, ratio, fmt.Sprintf("GOMAXPROCS=%d / %d", procs, procs), gbs(pCPU.Seconds()), gbs(cCPU),
-							fmt.Sprintf("%.2f×", cpuX), fmt.Sprintf("%.2f×", cWall/pWall.Seconds()))
-						b.ReportMetric(cpuX, fmt.Sprintf("%s-%s-%d-p%d-pack/c", ds.name, codec, clevel, procs))
-						gX := cCPU / gCPU.Seconds()
-						row(ds.name, codec, cl, fmt.Sprintf("%.3f / %.3f", float64(size)/float64(gSize), float64(size)/float64(cSize)),
-							fmt.Sprintf("in-process, %d / %d", procs, procs), gbs(gCPU.Seconds()), gbs(cCPU), fmt.Sprintf("%.2f×", gX), fmt.Sprintf("%.2f×", cWall/gWall.Seconds()))
-						b.ReportMetric(gX, fmt.Sprintf("%s-%s-%d-p%d-inproc/c", ds.name, codec, clevel, procs))
+						cst, err := os.Stat(cPacked)
+						if err != nil {
+							b.Fatal(err)
+						}
+						ratio := fmt.Sprintf("%.3f / %.3f", float64(size)/float64(st.Size()), float64(size)/float64(cst.Size()))
+						row(ds.name, codec, cl, np, ratio, gbs(pCPU.Seconds()),
+							x(qCPU.Seconds(), pCPU.Seconds()), x(qWall.Seconds(), pWall.Seconds()),
+							x(rCPU.Seconds(), pCPU.Seconds()), x(rWall.Seconds(), pWall.Seconds()),
+							x(cCPU, gCPU.Seconds()), x(cWall, gWall.Seconds()), x(cCPU, pCPU.Seconds()))
+						name := fmt.Sprintf("%s-%s-%d-p%d", ds.name, codec, clevel, procs)
+						b.ReportMetric(qCPU.Seconds()/pCPU.Seconds(), name+"-pack/c")
+						b.ReportMetric(rCPU.Seconds()/pCPU.Seconds(), name+"-pack/cchunks")
+						b.ReportMetric(cCPU/gCPU.Seconds(), name+"-inproc/c")
 					}
 					os.Remove(packed)
+					os.Remove(cPacked)
+					os.Remove(cChunks)
 				}
 			}
 			os.Remove(plain)
 		}
 		la, _ := os.ReadFile("/proc/loadavg")
-		hdr := fmt.Sprintf("\npack ÷ c-blosc2 per codec and clevel: %d MiB per data set, %s, c-blosc2 %s (BLOSCFS_CBLOSC2, through Python ctypes), least of %d turns each, load average %s.\n\n",
-			size>>20, time.Now().UTC().Format("2006-01-02"), ref, packVsCRounds, strings.Join(strings.Fields(string(la))[:3], " "))
+		hdr := fmt.Sprintf("\npack ÷ c-blosc2 per codec and clevel: %d MiB per data set, %s, c-blosc2 %s (BLOSCFS_CBLOSC2; whole processes, and loops in-process), least of %d turns each, load average %s.\n\n",
+			size>>20, time.Now().UTC().Format("2006-01-02"), ref, rounds, strings.Join(strings.Fields(string(la))[:3], " "))
 		fmt.Fprintf(os.Stderr, "%s%s", hdr, formatTable(rows))
 		if f := os.Getenv("BLOSCFS_BENCH_TABLE"); f != "" {
 			if fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
@@ -161,6 +200,21 @@ func BenchmarkPackVsC(b *testing.B) {
 	}
 }
 
+// packParams returns the chunk parameters of `bloscfs pack --codec codec
+// --clevel clevel --typesize typesize` with 1 MiB chunks: shuffle, split
+// auto, c-blosc2's block size up to 256 KiB.
+func packParams(b *testing.B, codec string, clevel, typesize int) blosc.Params {
+	b.Helper()
+	code, ok := blosc.CodecByName(codec)
+	if !ok {
+		b.Fatalf("no codec %s", codec)
+	}
+	p := blosc.Params{Codec: code, Clevel: clevel, Typesize: typesize, Split: blosc.SplitAuto}
+	p.Filters[5] = blosc.FilterShuffle
+	p.Blocksize = min(p.AutoBlocksize(1<<20), 256<<10)
+	return p
+}
+
 // compressInProcess compresses data in 1 MiB chunks with blosc.Compress
 // as pack does (shuffle, split auto, blocks of c-blosc2's size up to
 // 256 KiB) on procs goroutines at GOMAXPROCS procs, and returns the CPU
@@ -168,14 +222,8 @@ func BenchmarkPackVsC(b *testing.B) {
 // the chunks.
 func compressInProcess(b *testing.B, data []byte, codec string, clevel, typesize, procs int) (cpu, wall time.Duration, total int64) {
 	b.Helper()
-	code, ok := blosc.CodecByName(codec)
-	if !ok {
-		b.Fatalf("no codec %s", codec)
-	}
 	const n = 1 << 20
-	p := blosc.Params{Codec: code, Clevel: clevel, Typesize: typesize, Split: blosc.SplitAuto}
-	p.Filters[5] = blosc.FilterShuffle
-	p.Blocksize = min(p.AutoBlocksize(n), 256<<10)
+	p := packParams(b, codec, clevel, typesize)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	runtime.GC()
 	var ru0, ru1 unix.Rusage

@@ -20,13 +20,90 @@ import (
 // CLEVEL TYPESIZE SPLIT" writes IN as a contiguous frame with
 // python-blosc2's defaults otherwise (shuffle, 1 MiB chunks, automatic
 // blocks, one thread); "decode FRAME" decodes every chunk on one thread
-// into one buffer and writes it to standard output.
+// into one buffer and writes it to standard output; "pack IN OUT CODEC
+// CLEVEL TYPESIZE BLOCKSIZE NTHREADS" is the C counterpart of `bloscfs
+// pack` (BenchmarkPackVsC): it reads IN with read(2) in 1 MiB chunks,
+// appends each to a contiguous frame at OUT (shuffle, split auto, the
+// block size given, NTHREADS threads) and syncs OUT to disk, as pack
+// syncs its output before renaming it into place. "chunks" with the same
+// arguments does the same but compresses each chunk with
+// blosc2_compress_ctx and writes it with write(2), without a frame: the
+// least a C program that reads, compresses, writes and syncs can do
+// (c-blosc2's frame appends rewrite the frame's index and trailer, and
+// compress the index on a context of 4 threads, for every chunk).
 const cDriver = `
 #include <blosc2.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+// packFile is pack (frame != 0: a frame through blosc2_schunk_append_buffer)
+// or chunks (frame == 0: each chunk compressed with blosc2_compress_ctx
+// and written with write(2), no frame around them).
+static int packFile(char **a, int frame) {
+	int in = open(a[0], O_RDONLY);
+	if (in < 0) { perror(a[0]); return 1; }
+	blosc2_cparams cp = BLOSC2_CPARAMS_DEFAULTS;
+	cp.compcode = blosc2_compname_to_compcode(a[2]);
+	if (cp.compcode < 0) { fprintf(stderr, "no codec %s\n", a[2]); return 1; }
+	cp.clevel = atoi(a[3]);
+	cp.typesize = atoi(a[4]);
+	cp.blocksize = atoi(a[5]);
+	cp.nthreads = atoi(a[6]);
+	cp.splitmode = BLOSC_AUTO_SPLIT;
+	cp.filters[BLOSC2_MAX_FILTERS - 1] = BLOSC_SHUFFLE;
+	blosc2_dparams dp = BLOSC2_DPARAMS_DEFAULTS;
+	blosc2_storage st = {.contiguous = true, .urlpath = a[1], .cparams = &cp, .dparams = &dp};
+	remove(a[1]);
+	blosc2_schunk *sc = NULL;
+	blosc2_context *cctx = NULL;
+	int out = -1;
+	size_t cs = 1 << 20;
+	char *buf = malloc(cs), *cbuf = malloc(cs + BLOSC2_MAX_OVERHEAD);
+	if (frame) {
+		sc = blosc2_schunk_new(&st);
+		if (!sc) { fprintf(stderr, "%s: blosc2_schunk_new failed\n", a[1]); return 1; }
+	} else {
+		cctx = blosc2_create_cctx(cp);
+		out = open(a[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (!cctx || out < 0) { perror(a[1]); return 1; }
+	}
+	for (;;) {
+		size_t n = 0;
+		while (n < cs) {
+			ssize_t r = read(in, buf + n, cs - n);
+			if (r < 0) { perror(a[0]); return 1; }
+			if (r == 0) break;
+			n += r;
+		}
+		if (n == 0) break;
+		if (frame) {
+			if (blosc2_schunk_append_buffer(sc, buf, (int32_t)n) < 0) { fprintf(stderr, "%s: append failed\n", a[1]); return 1; }
+		} else {
+			int k = blosc2_compress_ctx(cctx, buf, (int32_t)n, cbuf, (int32_t)(cs + BLOSC2_MAX_OVERHEAD));
+			if (k <= 0) { fprintf(stderr, "%s: compress returned %d\n", a[1], k); return 1; }
+			for (int w = 0; w < k;) {
+				ssize_t r = write(out, cbuf + w, k - w);
+				if (r <= 0) { perror(a[1]); return 1; }
+				w += r;
+			}
+		}
+		if (n < cs) break;
+	}
+	close(in);
+	if (frame) {
+		blosc2_schunk_free(sc);
+		out = open(a[1], O_WRONLY);
+	} else {
+		blosc2_free_ctx(cctx);
+	}
+	if (out < 0 || fsync(out) != 0 || close(out) != 0) { perror(a[1]); return 1; }
+	free(buf);
+	free(cbuf);
+	return 0;
+}
 
 static int writeFrame(char **a) {
 	FILE *f = fopen(a[0], "rb");
@@ -83,6 +160,8 @@ int main(int argc, char **argv) {
 	int rc = 2;
 	if (argc == 8 && strcmp(argv[1], "write") == 0) rc = writeFrame(argv + 2);
 	if (argc == 3 && strcmp(argv[1], "decode") == 0) rc = decodeFrame(argv[2]);
+	if (argc == 9 && strcmp(argv[1], "pack") == 0) rc = packFile(argv + 2, 1);
+	if (argc == 9 && strcmp(argv[1], "chunks") == 0) rc = packFile(argv + 2, 0);
 	blosc2_destroy();
 	return rc;
 }
