@@ -337,7 +337,11 @@ func BenchmarkDecodeVsC(b *testing.B) {
 			writeTableData(b, plain, size, ds.gen)
 			for _, v := range variants {
 				frame := filepath.Join(src, fmt.Sprintf("%s-%s%d-%s.b2frame", ds.name, v.codec, v.clevel, v.split))
-				mustRun(b, driver, "write", plain, frame, v.codec, strconv.Itoa(v.clevel), strconv.Itoa(ds.typesize), v.split)
+				// c-blosc2 writes CSV text at zstd clevel 9 at a few MB/s
+				// on one thread: more than cmdTimeout for 256 MiB.
+				if r := runProg(30*time.Minute, driver, "write", plain, frame, v.codec, strconv.Itoa(v.clevel), strconv.Itoa(ds.typesize), v.split); r.Err != nil {
+					b.Fatalf("the C writer on %s: %v", plain, r)
+				}
 				st, err := os.Stat(frame)
 				if err != nil {
 					b.Fatal(err)
