@@ -190,15 +190,17 @@ func (s *blockSrc) get(lo, hi, ahead int) ([]byte, error) {
 // the tests, which read the fixtures' small streams in parts.)
 var lz4WholeRead = 16 << 10
 
-// decodeLZ4Prefix writes at least the first need bytes of the output of
-// the LZ4 stream at [pos, pos+csize) of the block to dst, which holds the
-// stream's whole output. It decodes the stream's prefix up to the first
-// match that reaches need (lz4Walker, decodeLZ4Cut),
-// or else the stream whole. In read mode it reads only a prefix of a
+// decodeLZ4Range writes at least bytes [from, need) of the output of the
+// LZ4 stream at [pos, pos+csize) of the block to dst[from:need], where
+// dst holds the stream's whole output (and perhaps more of dst). It walks
+// the stream up to the first match that reaches need (lz4Walker); the
+// range is then resolved from the literals the walk recorded where that
+// pays (resolveLZ4), or the prefix decoded (decodeLZ4Cut). A stream with
+// no such match decodes whole. In read mode it reads only a prefix of a
 // large stream: a guess from the share of the output needed, then twice
 // as much each time the prefix does not hold the cut (the walk goes on
 // where it stopped).
-func (s *blockSrc) decodeLZ4Prefix(dst []byte, pos, csize int, dict []byte, need int) error {
+func (s *blockSrc) decodeLZ4Range(dst []byte, pos, csize int, dict []byte, from, need int) error {
 	if need >= len(dst) {
 		cs, err := s.get(pos, pos+csize, 0)
 		if err != nil {
@@ -210,6 +212,11 @@ func (s *blockSrc) decodeLZ4Prefix(dst []byte, pos, csize int, dict []byte, need
 	if s.mem == nil && csize > lz4WholeRead {
 		n = min(csize, int(int64(csize)*int64(need)/int64(len(dst)))*5/4+4<<10)
 	}
+	var rec *lz4Rec
+	if wantResolve(dict, from, need) {
+		rec = getLZ4Rec()
+		defer putLZ4Rec(rec)
+	}
 	var w lz4Walker
 	for got := 0; ; {
 		if _, err := s.get(pos+got, pos+n, 0); err != nil {
@@ -217,8 +224,13 @@ func (s *blockSrc) decodeLZ4Prefix(dst []byte, pos, csize int, dict []byte, need
 		}
 		got = n
 		cs := s.base()[pos : pos+n]
-		cut, m, found := w.cut(cs, need, n == csize)
-		if found == lz4Found && decodeLZ4Cut(dst, cs[:cut], dict, m) {
+		var cut, m, found int
+		if rec != nil {
+			cut, m, found = w.cutRecord(cs, need, n == csize, rec)
+		} else {
+			cut, m, found = w.cut(cs, need, n == csize)
+		}
+		if found == lz4Found && (rec != nil && resolveLZ4(dst, cs, rec, from, need, m) || decodeLZ4Cut(dst, cs[:cut], dict, m)) {
 			return nil
 		}
 		if found != lz4More {
@@ -373,7 +385,7 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 				// it, written afterwards, and the scratch slack.
 				var err error
 				if c.Codec() == CodecLZ4 {
-					err = src.decodeLZ4Prefix(o, pos, int(csize), c.dict, shi)
+					err = src.decodeLZ4Range(o, pos, int(csize), c.dict, slo, shi)
 				} else {
 					var cs []byte
 					if cs, err = src.get(pos, pos+int(csize), 0); err != nil {
