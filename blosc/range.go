@@ -184,6 +184,22 @@ func (s *blockSrc) get(lo, hi, ahead int) ([]byte, error) {
 	return b[lo:hi], nil
 }
 
+// readTo reads the block's bytes [lo, lo+len(p)) into p, in read mode,
+// where the block's layout is not needed (a stored stream's part).
+func (s *blockSrc) readTo(p []byte, lo int) error {
+	if lo < 0 || lo+len(p) > len(s.buf) {
+		return fmt.Errorf("%w: stream bytes [%d,%d) past the block's %d", ErrCorrupt, lo, lo+len(p), len(s.buf))
+	}
+	n, err := s.r.ReadAt(p, s.start+int64(lo))
+	if n != len(p) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("%w: reading %d bytes at %d: %w", ErrCorrupt, len(p), s.start+int64(lo), err)
+	}
+	return nil
+}
+
 // lz4WholeRead is the size up to which a read-mode blockSrc reads an LZ4
 // stream whole even when a range needs only a prefix of its output:
 // another read would cost more than the bytes it saves. (A variable for
@@ -328,6 +344,40 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 	if nst > maxLent {
 		view = make([][]byte, 0, nst)
 	}
+	// The parts of stored split streams read from a file go to compact
+	// views: stream s's view o lies in the arena so that o[slo:shi] are
+	// the arena's bytes [neblock+at, neblock+at+shi-slo), at the sum of
+	// the parts before it (nothing else of a view is written). A read
+	// then touches the same few pages of the arena every time, where
+	// parts laid out as the block touch pages at the range's offset in a
+	// pooled mebibyte, each a page fault the first time (tens of
+	// microseconds on a virtual machine whose hypervisor shadows the page
+	// tables).
+	var ap *[]byte
+	defer func() {
+		if ap != nil {
+			putBuf(ap)
+		}
+	}()
+	at := 0
+	compact := func(slo, shi int) []byte {
+		if nst == 1 {
+			return nil
+		}
+		if ap == nil {
+			parts := b - a // the parts' sum: the range, split among the streams
+			if sts > 1 {
+				parts = nst * (hi - lo)
+			}
+			ap = getBuf(2*neblock + parts)
+		}
+		x := neblock + at - slo
+		if x < 0 || x+neblock > len(*ap) {
+			return nil
+		}
+		at += shi - slo
+		return (*ap)[x : x+neblock : x+neblock]
+	}
 	ext := c.Extended()
 	pos := 0
 	for s := 0; s < nst; s++ {
@@ -372,12 +422,22 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 		case csize <= 0 || int(csize) > len(src.base())-pos:
 			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, len(src.base())-pos)
 		case int(csize) == neblock:
-			if need {
-				if _, err := src.get(pos+slo, pos+shi, 0); err != nil {
-					return err
+			o = nil
+			if need && src.mem == nil {
+				if o = compact(slo, shi); o != nil {
+					if err := src.readTo(o[slo:shi], pos+slo); err != nil {
+						return err
+					}
 				}
 			}
-			o = src.base()[pos : pos+neblock : pos+neblock]
+			if o == nil {
+				if need {
+					if _, err := src.get(pos+slo, pos+shi, 0); err != nil {
+						return err
+					}
+				}
+				o = src.base()[pos : pos+neblock : pos+neblock]
+			}
 			pos += neblock
 		default:
 			if need {
