@@ -208,19 +208,36 @@ func FuzzLZ4Walk(f *testing.F) {
 		}
 		for _, fr := range []int{0, from} {
 			for _, mem := range []bool{true, false} {
-				cn := testutil.NewCanary(len(data))
-				s := &blockSrc{mem: src}
-				if !mem {
-					s = &blockSrc{r: bytes.NewReader(src), buf: make([]byte, len(src))}
-				}
-				if err := s.decodeLZ4Range(cn.Dst(), 0, len(src), nil, fr, nd); err != nil {
-					t.Fatalf("decodeLZ4Range([%d,%d) of %d): %v", fr, nd, len(data), err)
-				}
-				if err := cn.Check(); err != nil {
-					t.Fatalf("decodeLZ4Range([%d,%d) of %d) %s", fr, nd, len(data), err)
-				}
-				if !bytes.Equal(cn.Dst()[fr:nd], data[fr:nd]) {
-					t.Fatalf("decodeLZ4Range([%d,%d) of %d, from memory %v) differs from the input", fr, nd, len(data), mem)
+				for _, withPart := range []bool{false, true} {
+					cn := testutil.NewCanary(len(data))
+					var part []byte
+					if withPart {
+						part = bytes.Repeat([]byte{0xa5}, len(data))
+					}
+					s := &blockSrc{mem: src}
+					if !mem {
+						s = &blockSrc{r: bytes.NewReader(src), buf: make([]byte, len(src))}
+					}
+					resolved, err := s.decodeLZ4Range(cn.Dst(), part, 0, len(src), nil, fr, nd)
+					if err != nil {
+						t.Fatalf("decodeLZ4Range([%d,%d) of %d): %v", fr, nd, len(data), err)
+					}
+					if err := cn.Check(); err != nil {
+						t.Fatalf("decodeLZ4Range([%d,%d) of %d) %s", fr, nd, len(data), err)
+					}
+					got := cn.Dst()
+					if resolved {
+						if !withPart {
+							t.Fatal("resolved into a part it was not given")
+						}
+						got = part
+					}
+					if !bytes.Equal(got[fr:nd], data[fr:nd]) {
+						t.Fatalf("decodeLZ4Range([%d,%d) of %d, from memory %v, part %v) differs from the input", fr, nd, len(data), mem, withPart)
+					}
+					if withPart && (bytes.Count(part[:fr], []byte{0xa5}) != fr || bytes.Count(part[nd:], []byte{0xa5}) != len(part)-nd) {
+						t.Fatalf("decodeLZ4Range([%d,%d) of %d) wrote its part outside [%d,%d)", fr, nd, len(data), fr, nd)
+					}
 				}
 			}
 		}
@@ -298,6 +315,24 @@ func TestResolveLZ4(t *testing.T) {
 					if !bytes.Equal(cn.Dst()[from:need], tc.data[from:need]) {
 						t.Fatalf("resolving [%d,%d): wrong bytes", from, need)
 					}
+				}
+				// Through a blockSrc with a compact part, as decodeRange
+				// calls it: a range worth resolving lands in the part.
+				part := make([]byte, n)
+				cs := testutil.NewCanary(n)
+				resolved, err := (&blockSrc{mem: src}).decodeLZ4Range(cs.Dst(), part, 0, len(src), nil, from, need)
+				if err != nil {
+					t.Fatalf("blockSrc.decodeLZ4Range([%d,%d)): %v", from, need, err)
+				}
+				if want := tc.resolved && wantResolve(nil, from, need); resolved != want {
+					t.Fatalf("blockSrc.decodeLZ4Range([%d,%d)): resolved %v, want %v", from, need, resolved, want)
+				}
+				got := cs.Dst()
+				if resolved {
+					got = part
+				}
+				if !bytes.Equal(got[from:need], tc.data[from:need]) {
+					t.Fatalf("blockSrc.decodeLZ4Range([%d,%d)): wrong bytes", from, need)
 				}
 				cn := testutil.NewCanary(n)
 				if err := decodeLZ4Range(cn.Dst(), src, nil, from, need); err != nil {

@@ -215,14 +215,20 @@ var lz4WholeRead = 16 << 10
 // no such match decodes whole. In read mode it reads only a prefix of a
 // large stream: a guess from the share of the output needed, then twice
 // as much each time the prefix does not hold the cut (the walk goes on
-// where it stopped).
-func (s *blockSrc) decodeLZ4Range(dst []byte, pos, csize int, dict []byte, from, need int) error {
+// where it stopped). A resolved range goes to part[from:need] instead
+// where part is not nil (a compact view, as long as dst, of which
+// nothing else is written), and resolved reports that it went there.
+func (s *blockSrc) decodeLZ4Range(dst, part []byte, pos, csize int, dict []byte, from, need int) (resolved bool, err error) {
 	if need >= len(dst) {
 		cs, err := s.get(pos, pos+csize, 0)
 		if err != nil {
-			return err
+			return false, err
 		}
-		return decodeLZ4(dst[:len(dst):len(dst)], cs, dict)
+		return false, decodeLZ4(dst[:len(dst):len(dst)], cs, dict)
+	}
+	to, toPart := dst, part != nil && len(part) == len(dst)
+	if toPart {
+		to = part
 	}
 	n := csize
 	if s.mem == nil && csize > lz4WholeRead {
@@ -236,7 +242,7 @@ func (s *blockSrc) decodeLZ4Range(dst []byte, pos, csize int, dict []byte, from,
 	var w lz4Walker
 	for got := 0; ; {
 		if _, err := s.get(pos+got, pos+n, 0); err != nil {
-			return err
+			return false, err
 		}
 		got = n
 		cs := s.base()[pos : pos+n]
@@ -246,8 +252,13 @@ func (s *blockSrc) decodeLZ4Range(dst []byte, pos, csize int, dict []byte, from,
 		} else {
 			cut, m, found = w.cut(cs, need, n == csize)
 		}
-		if found == lz4Found && (rec != nil && resolveLZ4(dst, cs, rec, from, need, m) || decodeLZ4Cut(dst, cs[:cut], dict, m)) {
-			return nil
+		if found == lz4Found {
+			if rec != nil && resolveLZ4(to, cs, rec, from, need, m) {
+				return toPart, nil
+			}
+			if decodeLZ4Cut(dst, cs[:cut], dict, m) {
+				return false, nil
+			}
 		}
 		if found != lz4More {
 			break
@@ -256,9 +267,9 @@ func (s *blockSrc) decodeLZ4Range(dst []byte, pos, csize int, dict []byte, from,
 	}
 	cs, err := s.get(pos, pos+csize, 0)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return decodeLZ4(dst[:len(dst):len(dst)], cs, dict)
+	return false, decodeLZ4(dst[:len(dst):len(dst)], cs, dict)
 }
 
 // A Holder is an io.ReaderAt each of whose reads opens its object anew
@@ -344,8 +355,9 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 	if nst > maxLent {
 		view = make([][]byte, 0, nst)
 	}
-	// The parts of stored split streams read from a file go to compact
-	// views: stream s's view o lies in the arena so that o[slo:shi] are
+	// The parts of stored split streams read from a file, and ranges of
+	// LZ4 streams resolved from their literals, go to compact views:
+	// stream s's view o lies in the arena so that o[slo:shi] are
 	// the arena's bytes [neblock+at, neblock+at+shi-slo), at the sum of
 	// the parts before it (nothing else of a view is written). A read
 	// then touches the same few pages of the arena every time, where
@@ -445,7 +457,16 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 				// it, written afterwards, and the scratch slack.
 				var err error
 				if c.Codec() == CodecLZ4 {
-					err = src.decodeLZ4Range(o, pos, int(csize), c.dict, slo, shi)
+					// A range resolved from the literals goes to a compact
+					// view too (see compact); a prefix decoded, to o.
+					var part []byte
+					if wantResolve(c.dict, slo, shi) {
+						part = compact(slo, shi)
+					}
+					var resolved bool
+					if resolved, err = src.decodeLZ4Range(o, part, pos, int(csize), c.dict, slo, shi); resolved {
+						o = part
+					}
 				} else {
 					var cs []byte
 					if cs, err = src.get(pos, pos+int(csize), 0); err != nil {
