@@ -184,8 +184,9 @@ func FuzzDecodeRange(f *testing.F) {
 
 // FuzzLZ4Prefix checks the early stop of LZ4 streams: a prefix decode of
 // an LZ4 block (compressed from the input, or the input itself as a
-// block) writes nothing outside its window, and where the whole block
-// decodes, the prefix equals the whole block's first bytes.
+// block), and a decode of a range far into it (decodeLZ4Range, which may
+// resolve it from the literals), write nothing outside the block's
+// output, and where the whole block decodes, they equal its bytes.
 func FuzzLZ4Prefix(f *testing.F) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for i := range 12 {
@@ -225,6 +226,25 @@ func FuzzLZ4Prefix(f *testing.F) {
 			}
 			if !raw && !bytes.Equal(whole, data) {
 				t.Fatal("the LZ4 round trip differs")
+			}
+		}
+		// A range far into the output (resolved from the literals where
+		// that pays): the same bytes, nothing written outside.
+		from := nd - 1 - nd/9
+		if from < 0 {
+			return
+		}
+		cr := testutil.NewCanary(size)
+		err = decodeLZ4Range(cr.Dst(), src, nil, from, nd)
+		if cerr := cr.Check(); cerr != nil {
+			t.Fatalf("decodeLZ4Range([%d,%d) of %d) (err %v) %s", from, nd, size, err, cerr)
+		}
+		if wholeErr == nil && wn == size {
+			if err != nil {
+				t.Fatalf("decodeLZ4Range([%d,%d) of %d): %v, but the block decodes", from, nd, size, err)
+			}
+			if !bytes.Equal(cr.Dst()[from:nd], whole[from:nd]) {
+				t.Fatalf("decodeLZ4Range([%d,%d) of %d) differs from the whole block", from, nd, size)
 			}
 		}
 	})

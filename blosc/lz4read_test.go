@@ -132,13 +132,17 @@ func TestLZ4PartialStreamReadsReadLess(t *testing.T) {
 
 // FuzzLZ4Walk checks that a walk of an LZ4 block over growing prefixes
 // of it (as read in parts) finds the cut that a walk of the whole block
-// finds, and that the prefix of the block's output that decodeLZ4Prefix
-// writes, from memory and read in parts, equals the input's.
+// finds, the recording walk as the plain one, that the resolver gives
+// the prefix's bytes from the records, and that the range of the block's
+// output that decodeLZ4Range writes (a prefix, or a range far into it),
+// from memory and read in parts, equals the input's, nothing written
+// outside the block's output.
 func FuzzLZ4Walk(f *testing.F) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for i := range 8 {
 		f.Add(testData(r, i, 2000+i*5003), uint32(i*777), uint16(1+i*100))
 	}
+	f.Add(literalHeavy(r, 40000), uint32(36000), uint16(100)) // [35299,36000): resolved from its literals
 	// The plain bytes of the fixtures' LZ4 chunks (a few, in name order).
 	chunks := lz4Chunks(f)
 	names := make([]string, 0, len(chunks))
@@ -163,9 +167,15 @@ func FuzzLZ4Walk(f *testing.F) {
 		src := dst[:k]
 		nd := int(need) % (len(data) + 1)
 		wcut, wm, wok := lz4Cut(src, nd)
-		var w lz4Walker
+		var w, wr lz4Walker
+		rec := getLZ4Rec()
+		defer putLZ4Rec(rec)
 		for n := min(int(step), len(src)); ; n = min(n+int(step), len(src)) {
 			cut, m, found := w.cut(src[:n], nd, n == len(src))
+			rcut, rm, rfound := wr.cutRecord(src[:n], nd, n == len(src), rec)
+			if rcut != cut || rm != m || rfound != found {
+				t.Fatalf("recording walk in steps of %d: cut %d m %d found %d; plain walk: cut %d m %d found %d", step, rcut, rm, rfound, cut, m, found)
+			}
 			if found == lz4More {
 				if n == len(src) {
 					t.Fatal("a walk of the whole block asks for more")
@@ -177,21 +187,164 @@ func FuzzLZ4Walk(f *testing.F) {
 			}
 			break
 		}
-		for _, mem := range []bool{true, false} {
+		// The resolver alone, with no budget or share of literals to
+		// decline for: every byte of [0, nd) from the records.
+		if wok && !rec.full && nd > 0 {
 			cn := testutil.NewCanary(len(data))
-			s := &blockSrc{mem: src}
-			if !mem {
-				s = &blockSrc{r: bytes.NewReader(src), buf: make([]byte, len(src))}
-			}
-			if err := s.decodeLZ4Prefix(cn.Dst(), 0, len(src), nil, nd); err != nil {
-				t.Fatalf("decodeLZ4Prefix(%d of %d): %v", nd, len(data), err)
+			r := lz4Resolver{src: src, seqs: rec.seqs[:len(rec.seqs)+1], budget: math.MaxInt}
+			if !r.fill(cn.Dst()[:nd], 0, len(rec.seqs)-1) {
+				t.Fatal("the resolver ran out of an unbounded budget")
 			}
 			if err := cn.Check(); err != nil {
-				t.Fatalf("decodeLZ4Prefix(%d of %d) %s", nd, len(data), err)
+				t.Fatalf("resolving [0,%d) of %d %s", nd, len(data), err)
 			}
 			if !bytes.Equal(cn.Dst()[:nd], data[:nd]) {
-				t.Fatalf("decodeLZ4Prefix(%d of %d, from memory %v) differs from the input", nd, len(data), mem)
+				t.Fatalf("resolving [0,%d) of %d differs from the input", nd, len(data))
+			}
+		}
+		from := 0
+		if nd > 0 {
+			from = nd - 1 - int(step)*7%nd
+		}
+		for _, fr := range []int{0, from} {
+			for _, mem := range []bool{true, false} {
+				for _, withPart := range []bool{false, true} {
+					cn := testutil.NewCanary(len(data))
+					var part []byte
+					if withPart {
+						part = bytes.Repeat([]byte{0xa5}, len(data))
+					}
+					s := &blockSrc{mem: src}
+					if !mem {
+						s = &blockSrc{r: bytes.NewReader(src), buf: make([]byte, len(src))}
+					}
+					resolved, err := s.decodeLZ4Range(cn.Dst(), part, 0, len(src), nil, fr, nd)
+					if err != nil {
+						t.Fatalf("decodeLZ4Range([%d,%d) of %d): %v", fr, nd, len(data), err)
+					}
+					if err := cn.Check(); err != nil {
+						t.Fatalf("decodeLZ4Range([%d,%d) of %d) %s", fr, nd, len(data), err)
+					}
+					got := cn.Dst()
+					if resolved {
+						if !withPart {
+							t.Fatal("resolved into a part it was not given")
+						}
+						got = part
+					}
+					if !bytes.Equal(got[fr:nd], data[fr:nd]) {
+						t.Fatalf("decodeLZ4Range([%d,%d) of %d, from memory %v, part %v) differs from the input", fr, nd, len(data), mem, withPart)
+					}
+					if withPart && (bytes.Count(part[:fr], []byte{0xa5}) != fr || bytes.Count(part[nd:], []byte{0xa5}) != len(part)-nd) {
+						t.Fatalf("decodeLZ4Range([%d,%d) of %d) wrote its part outside [%d,%d)", fr, nd, len(data), fr, nd)
+					}
+				}
 			}
 		}
 	})
+}
+
+// literalHeavy returns n bytes that LZ4 compresses to long runs of
+// literals between short matches, as it does the low mantissa bytes of a
+// float64 random walk: random bytes, with a repeat of 12 bytes from up to
+// 1000 bytes back every 40 bytes or so.
+func literalHeavy(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i < n; i++ {
+		b[i] = byte(r.Uint32())
+		if i > 1000 && r.IntN(40) == 0 {
+			i += copy(b[i:min(i+12, n)], b[i-1-r.IntN(1000):]) - 1
+		}
+	}
+	return b
+}
+
+// TestResolveLZ4 checks the resolver on the kinds of LZ4 stream a range
+// decode meets: mostly literals (the low mantissa bytes of a float64
+// walk), runs of one byte, runs of a two-byte pattern (an exponent byte
+// that alternates), each resolved, and short matches between short
+// literals (text), which may decline. Every range equals the input's
+// bytes, and nothing is written outside it.
+func TestResolveLZ4(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const n = 128 << 10
+	mostlyLiterals := literalHeavy(r, n)
+	alternating := make([]byte, n)
+	a, b := byte(1), byte(2)
+	for i := range alternating {
+		if r.IntN(3000) == 0 {
+			a, b = byte(r.Uint32()), byte(r.Uint32())
+		}
+		alternating[i] = a
+		if i%2 == 1 {
+			alternating[i] = b
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		data     []byte
+		resolved bool
+	}{
+		{"mostly literals", mostlyLiterals, true},
+		{"runs", testData(r, 5, n), true},
+		{"two-byte runs", alternating, true},
+		{"text", testData(r, 1, n), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := make([]byte, lz4.CompressBlockBound(n))
+			k, err := encodeLZ4(dst, tc.data, 5)
+			if err != nil || k == 0 {
+				t.Fatalf("encodeLZ4: %d, %v", k, err)
+			}
+			src := dst[:k]
+			for _, from := range []int{1, 4093, n / 3, n / 2, n - 4096} {
+				need := from + 512
+				if tc.resolved && from > 1 { // [1,513) of mostly literals has no match to cut at
+					rec := getLZ4Rec()
+					var w lz4Walker
+					_, m, found := w.cutRecord(src, need, true, rec)
+					cn := testutil.NewCanary(n)
+					ok := found == lz4Found && resolveLZ4(cn.Dst(), src, rec, from, need, m)
+					putLZ4Rec(rec)
+					if !ok {
+						t.Fatalf("[%d,%d): not resolved (found %d, m %d)", from, need, found, m)
+					}
+					if err := cn.Check(); err != nil {
+						t.Fatalf("resolving [%d,%d) %s", from, need, err)
+					}
+					if !bytes.Equal(cn.Dst()[from:need], tc.data[from:need]) {
+						t.Fatalf("resolving [%d,%d): wrong bytes", from, need)
+					}
+				}
+				// Through a blockSrc with a compact part, as decodeRange
+				// calls it: a range worth resolving lands in the part.
+				part := make([]byte, n)
+				cs := testutil.NewCanary(n)
+				resolved, err := (&blockSrc{mem: src}).decodeLZ4Range(cs.Dst(), part, 0, len(src), nil, from, need)
+				if err != nil {
+					t.Fatalf("blockSrc.decodeLZ4Range([%d,%d)): %v", from, need, err)
+				}
+				if want := tc.resolved && wantResolve(nil, from, need); resolved != want {
+					t.Fatalf("blockSrc.decodeLZ4Range([%d,%d)): resolved %v, want %v", from, need, resolved, want)
+				}
+				got := cs.Dst()
+				if resolved {
+					got = part
+				}
+				if !bytes.Equal(got[from:need], tc.data[from:need]) {
+					t.Fatalf("blockSrc.decodeLZ4Range([%d,%d)): wrong bytes", from, need)
+				}
+				cn := testutil.NewCanary(n)
+				if err := decodeLZ4Range(cn.Dst(), src, nil, from, need); err != nil {
+					t.Fatalf("decodeLZ4Range([%d,%d)): %v", from, need, err)
+				}
+				if err := cn.Check(); err != nil {
+					t.Fatalf("decodeLZ4Range([%d,%d)) %s", from, need, err)
+				}
+				if !bytes.Equal(cn.Dst()[from:need], tc.data[from:need]) {
+					t.Fatalf("decodeLZ4Range([%d,%d)): wrong bytes", from, need)
+				}
+			}
+		})
+	}
 }

@@ -184,42 +184,81 @@ func (s *blockSrc) get(lo, hi, ahead int) ([]byte, error) {
 	return b[lo:hi], nil
 }
 
+// readTo reads the block's bytes [lo, lo+len(p)) into p, in read mode,
+// where the block's layout is not needed (a stored stream's part).
+func (s *blockSrc) readTo(p []byte, lo int) error {
+	if lo < 0 || lo+len(p) > len(s.buf) {
+		return fmt.Errorf("%w: stream bytes [%d,%d) past the block's %d", ErrCorrupt, lo, lo+len(p), len(s.buf))
+	}
+	n, err := s.r.ReadAt(p, s.start+int64(lo))
+	if n != len(p) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("%w: reading %d bytes at %d: %w", ErrCorrupt, len(p), s.start+int64(lo), err)
+	}
+	return nil
+}
+
 // lz4WholeRead is the size up to which a read-mode blockSrc reads an LZ4
 // stream whole even when a range needs only a prefix of its output:
 // another read would cost more than the bytes it saves. (A variable for
 // the tests, which read the fixtures' small streams in parts.)
 var lz4WholeRead = 16 << 10
 
-// decodeLZ4Prefix writes at least the first need bytes of the output of
-// the LZ4 stream at [pos, pos+csize) of the block to dst, which holds the
-// stream's whole output. It decodes the stream's prefix up to the first
-// match that reaches need (lz4Walker, decodeLZ4Cut),
-// or else the stream whole. In read mode it reads only a prefix of a
+// decodeLZ4Range writes at least bytes [from, need) of the output of the
+// LZ4 stream at [pos, pos+csize) of the block to dst[from:need], where
+// dst holds the stream's whole output (and perhaps more of dst). It walks
+// the stream up to the first match that reaches need (lz4Walker); the
+// range is then resolved from the literals the walk recorded where that
+// pays (resolveLZ4), or the prefix decoded (decodeLZ4Cut). A stream with
+// no such match decodes whole. In read mode it reads only a prefix of a
 // large stream: a guess from the share of the output needed, then twice
 // as much each time the prefix does not hold the cut (the walk goes on
-// where it stopped).
-func (s *blockSrc) decodeLZ4Prefix(dst []byte, pos, csize int, dict []byte, need int) error {
+// where it stopped). A resolved range goes to part[from:need] instead
+// where part is not nil (a compact view, as long as dst, of which
+// nothing else is written), and resolved reports that it went there.
+func (s *blockSrc) decodeLZ4Range(dst, part []byte, pos, csize int, dict []byte, from, need int) (resolved bool, err error) {
 	if need >= len(dst) {
 		cs, err := s.get(pos, pos+csize, 0)
 		if err != nil {
-			return err
+			return false, err
 		}
-		return decodeLZ4(dst[:len(dst):len(dst)], cs, dict)
+		return false, decodeLZ4(dst[:len(dst):len(dst)], cs, dict)
+	}
+	to, toPart := dst, part != nil && len(part) == len(dst)
+	if toPart {
+		to = part
 	}
 	n := csize
 	if s.mem == nil && csize > lz4WholeRead {
 		n = min(csize, int(int64(csize)*int64(need)/int64(len(dst)))*5/4+4<<10)
 	}
+	var rec *lz4Rec
+	if wantResolve(dict, from, need) {
+		rec = getLZ4Rec()
+		defer putLZ4Rec(rec)
+	}
 	var w lz4Walker
 	for got := 0; ; {
 		if _, err := s.get(pos+got, pos+n, 0); err != nil {
-			return err
+			return false, err
 		}
 		got = n
 		cs := s.base()[pos : pos+n]
-		cut, m, found := w.cut(cs, need, n == csize)
-		if found == lz4Found && decodeLZ4Cut(dst, cs[:cut], dict, m) {
-			return nil
+		var cut, m, found int
+		if rec != nil {
+			cut, m, found = w.cutRecord(cs, need, n == csize, rec)
+		} else {
+			cut, m, found = w.cut(cs, need, n == csize)
+		}
+		if found == lz4Found {
+			if rec != nil && resolveLZ4(to, cs, rec, from, need, m) {
+				return toPart, nil
+			}
+			if decodeLZ4Cut(dst, cs[:cut], dict, m) {
+				return false, nil
+			}
 		}
 		if found != lz4More {
 			break
@@ -228,9 +267,9 @@ func (s *blockSrc) decodeLZ4Prefix(dst []byte, pos, csize int, dict []byte, need
 	}
 	cs, err := s.get(pos, pos+csize, 0)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return decodeLZ4(dst[:len(dst):len(dst)], cs, dict)
+	return false, decodeLZ4(dst[:len(dst):len(dst)], cs, dict)
 }
 
 // A Holder is an io.ReaderAt each of whose reads opens its object anew
@@ -316,6 +355,41 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 	if nst > maxLent {
 		view = make([][]byte, 0, nst)
 	}
+	// The parts of stored split streams read from a file, and ranges of
+	// LZ4 streams resolved from their literals, go to compact views:
+	// stream s's view o lies in the arena so that o[slo:shi] are
+	// the arena's bytes [neblock+at, neblock+at+shi-slo), at the sum of
+	// the parts before it (nothing else of a view is written). A read
+	// then touches the same few pages of the arena every time, where
+	// parts laid out as the block touch pages at the range's offset in a
+	// pooled mebibyte, each a page fault the first time (tens of
+	// microseconds on a virtual machine whose hypervisor shadows the page
+	// tables).
+	var ap *[]byte
+	defer func() {
+		if ap != nil {
+			putBuf(ap)
+		}
+	}()
+	at := 0
+	compact := func(slo, shi int) []byte {
+		if nst == 1 {
+			return nil
+		}
+		if ap == nil {
+			parts := b - a // the parts' sum: the range, split among the streams
+			if sts > 1 {
+				parts = nst * (hi - lo)
+			}
+			ap = getBuf(2*neblock + parts)
+		}
+		x := neblock + at - slo
+		if x < 0 || x+neblock > len(*ap) {
+			return nil
+		}
+		at += shi - slo
+		return (*ap)[x : x+neblock : x+neblock]
+	}
 	ext := c.Extended()
 	pos := 0
 	for s := 0; s < nst; s++ {
@@ -360,12 +434,22 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 		case csize <= 0 || int(csize) > len(src.base())-pos:
 			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, len(src.base())-pos)
 		case int(csize) == neblock:
-			if need {
-				if _, err := src.get(pos+slo, pos+shi, 0); err != nil {
-					return err
+			o = nil
+			if need && src.mem == nil {
+				if o = compact(slo, shi); o != nil {
+					if err := src.readTo(o[slo:shi], pos+slo); err != nil {
+						return err
+					}
 				}
 			}
-			o = src.base()[pos : pos+neblock : pos+neblock]
+			if o == nil {
+				if need {
+					if _, err := src.get(pos+slo, pos+shi, 0); err != nil {
+						return err
+					}
+				}
+				o = src.base()[pos : pos+neblock : pos+neblock]
+			}
 			pos += neblock
 		default:
 			if need {
@@ -373,7 +457,16 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 				// it, written afterwards, and the scratch slack.
 				var err error
 				if c.Codec() == CodecLZ4 {
-					err = src.decodeLZ4Prefix(o, pos, int(csize), c.dict, shi)
+					// A range resolved from the literals goes to a compact
+					// view too (see compact); a prefix decoded, to o.
+					var part []byte
+					if wantResolve(c.dict, slo, shi) {
+						part = compact(slo, shi)
+					}
+					var resolved bool
+					if resolved, err = src.decodeLZ4Range(o, part, pos, int(csize), c.dict, slo, shi); resolved {
+						o = part
+					}
 				} else {
 					var cs []byte
 					if cs, err = src.get(pos, pos+int(csize), 0); err != nil {

@@ -173,3 +173,63 @@ func BenchmarkCold4K(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCold4KStore is BenchmarkCold4K on a store and a frame named
+// by the environment: BLOSCFS_BENCH_ZARR, a Zarr v2 array of 1 MiB
+// chunks, and BLOSCFS_BENCH_FRAME, the same data as a .b2frame, e.g. the
+// ones BenchmarkZarrTable (integration/) has python3-zarr and `bloscfs
+// pack` write. The chunks of this package's benchmark come from our own
+// LZ4 compressor, whose streams differ from c-blosc 1.21's (it finds
+// matches in the low mantissa bytes of a random walk where c-blosc's
+// stores them nearly as literals), so the cold reads of a store written
+// by numcodecs are timed on one. Skipped when they are not set.
+func BenchmarkCold4KStore(b *testing.B) {
+	store, b2 := os.Getenv("BLOSCFS_BENCH_ZARR"), os.Getenv("BLOSCFS_BENCH_FRAME")
+	if store == "" || b2 == "" {
+		b.Skip("BLOSCFS_BENCH_ZARR and BLOSCFS_BENCH_FRAME not set")
+	}
+	for _, kind := range []string{"zarr", "b2frame"} {
+		b.Run(kind, func(b *testing.B) {
+			path := store
+			if kind == "b2frame" {
+				path = b2
+			}
+			v, err := all.OpenView(path, cache.New[pack.BlockKey](256<<20))
+			if err != nil {
+				b.Fatal(err)
+			}
+			size, hdr := v.Size, v.Size%benchChunkSize // the NPY header in front of the chunks
+			nchunks := int(size / benchChunkSize)
+			v.Close()
+			v = nil
+			rng := rand.New(rand.NewPCG(3, 4))
+			buf := make([]byte, 4096)
+			b.SetBytes(4096)
+			var todo []int
+			defer func() {
+				if v != nil {
+					v.Close()
+				}
+			}()
+			for b.Loop() {
+				if len(todo) == 0 {
+					b.StopTimer()
+					if v != nil {
+						v.Close()
+					}
+					if v, err = all.OpenView(path, cache.New[pack.BlockKey](256<<20)); err != nil {
+						b.Fatal(err)
+					}
+					todo = rng.Perm(nchunks)
+					b.StartTimer()
+				}
+				c := todo[0]
+				todo = todo[1:]
+				off := hdr + int64(c)*benchChunkSize + rng.Int64N(benchChunkSize-4096)
+				if _, err := v.ReadAt(buf, off); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
