@@ -140,37 +140,45 @@ func BenchmarkCold4K(b *testing.B) {
 			if kind == "b2frame" {
 				path = b2
 			}
-			rng := rand.New(rand.NewPCG(3, 4))
-			buf := make([]byte, 4096)
-			b.SetBytes(4096)
-			var v *all.View
-			var todo []int
-			defer func() {
-				if v != nil {
-					v.Close()
-				}
-			}()
-			for b.Loop() {
-				if len(todo) == 0 {
-					b.StopTimer()
-					if v != nil {
-						v.Close()
-					}
-					var err error
-					if v, err = all.OpenView(path, cache.New[pack.BlockKey](256<<20)); err != nil {
-						b.Fatal(err)
-					}
-					todo = rng.Perm(benchChunks)
-					b.StartTimer()
-				}
-				c := todo[0]
-				todo = todo[1:]
-				off := int64(c)*benchChunkSize + rng.Int64N(benchChunkSize-4096)
-				if _, err := v.ReadAt(buf, off); err != nil {
-					b.Fatal(err)
-				}
-			}
+			coldReads(b, path, benchChunks, 0)
 		})
+	}
+}
+
+// coldReads times 4 KiB reads of the view of path, each at a random
+// offset of one of its nchunks chunks of benchChunkSize (after hdr bytes)
+// that no read of the view touched before: the view is opened anew, with
+// a fresh cache, once every chunk was read.
+func coldReads(b *testing.B, path string, nchunks int, hdr int64) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 4096)
+	b.SetBytes(4096)
+	var v *all.View
+	var todo []int
+	defer func() {
+		if v != nil {
+			v.Close()
+		}
+	}()
+	for b.Loop() {
+		if len(todo) == 0 {
+			b.StopTimer()
+			if v != nil {
+				v.Close()
+			}
+			var err error
+			if v, err = all.OpenView(path, cache.New[pack.BlockKey](256<<20)); err != nil {
+				b.Fatal(err)
+			}
+			todo = rng.Perm(nchunks)
+			b.StartTimer()
+		}
+		c := todo[0]
+		todo = todo[1:]
+		off := hdr + int64(c)*benchChunkSize + rng.Int64N(benchChunkSize-4096)
+		if _, err := v.ReadAt(buf, off); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -199,37 +207,8 @@ func BenchmarkCold4KStore(b *testing.B) {
 				b.Fatal(err)
 			}
 			size, hdr := v.Size, v.Size%benchChunkSize // the NPY header in front of the chunks
-			nchunks := int(size / benchChunkSize)
 			v.Close()
-			v = nil
-			rng := rand.New(rand.NewPCG(3, 4))
-			buf := make([]byte, 4096)
-			b.SetBytes(4096)
-			var todo []int
-			defer func() {
-				if v != nil {
-					v.Close()
-				}
-			}()
-			for b.Loop() {
-				if len(todo) == 0 {
-					b.StopTimer()
-					if v != nil {
-						v.Close()
-					}
-					if v, err = all.OpenView(path, cache.New[pack.BlockKey](256<<20)); err != nil {
-						b.Fatal(err)
-					}
-					todo = rng.Perm(nchunks)
-					b.StartTimer()
-				}
-				c := todo[0]
-				todo = todo[1:]
-				off := hdr + int64(c)*benchChunkSize + rng.Int64N(benchChunkSize-4096)
-				if _, err := v.ReadAt(buf, off); err != nil {
-					b.Fatal(err)
-				}
-			}
+			coldReads(b, path, int(size/benchChunkSize), hdr)
 		})
 	}
 }
