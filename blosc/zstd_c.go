@@ -48,6 +48,29 @@ static int bz_decompress_batch(void *c, char *dst, const char *src, const long l
 	}
 	return -1;
 }
+
+// bz_args carries one call's arguments and result through fastCall, which
+// passes a single pointer.
+typedef struct {
+	void *c;
+	char *dst;
+	const char *src;
+	const long long *jobs;
+	int n;
+	int ret;
+	size_t dn, sn;
+	long long one;
+} bz_args;
+static void bz_batch_tramp(void *p) {
+	bz_args *a = p;
+	a->ret = bz_decompress_batch(a->c, a->dst, a->src, a->jobs, a->n);
+}
+static void bz_one_tramp(void *p) {
+	bz_args *a = p;
+	a->one = bz_decompress(a->c, a->dst, a->dn, a->src, a->sn);
+}
+static void *bz_batch_fn(void) { return (void *)bz_batch_tramp; }
+static void *bz_one_fn(void) { return (void *)bz_one_tramp; }
 */
 import "C"
 
@@ -59,11 +82,16 @@ import (
 
 func init() { libzstdLoad = loadLibzstd }
 
+// The C entry points fastCall runs, set by loadLibzstd: each takes a
+// *C.bz_args.
+var bzBatchFn, bzOneFn unsafe.Pointer
+
 // loadLibzstd loads libzstd.so.1 and, when it loads, makes it the decoder.
 func loadLibzstd() {
 	if C.bz_load() == 0 {
 		return
 	}
+	bzBatchFn, bzOneFn = C.bz_batch_fn(), C.bz_one_fn()
 	v := uint(C.bz_version())
 	libzstdName = fmt.Sprintf("libzstd %d.%d.%d", v/10000, v/100%100, v%100)
 	libzstdDecode = cZstdDecode
@@ -121,7 +149,14 @@ func cZstdDecode(dst, src []byte) error {
 	if c == nil {
 		return fmt.Errorf("libzstd: cannot create a decompression context")
 	}
-	n := C.bz_decompress(c, d, C.size_t(len(dst)), unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)))
+	var n C.longlong
+	if fastCalls && len(dst) <= fastCallMax {
+		a := C.bz_args{c: c, dst: (*C.char)(d), src: (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), dn: C.size_t(len(dst)), sn: C.size_t(len(src))}
+		fastCall(bzOneFn, unsafe.Pointer(&a))
+		n = a.one
+	} else {
+		n = C.bz_decompress(c, d, C.size_t(len(dst)), unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)))
+	}
 	putDctx(c)
 	if n < 0 {
 		return fmt.Errorf("libzstd: corrupt stream")
@@ -158,7 +193,14 @@ func libzstdDecodeBatch(dst, src []byte, jobs []int64) (int, error) {
 	if c == nil {
 		return 0, fmt.Errorf("libzstd: cannot create a decompression context")
 	}
-	r := int(C.bz_decompress_batch(c, (*C.char)(d), (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), C.int(n)))
+	var r int
+	if fastCalls && len(dst) <= fastCallMax {
+		a := C.bz_args{c: c, dst: (*C.char)(d), src: (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), jobs: (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), n: C.int(n)}
+		fastCall(bzBatchFn, unsafe.Pointer(&a))
+		r = int(a.ret)
+	} else {
+		r = int(C.bz_decompress_batch(c, (*C.char)(d), (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), C.int(n)))
+	}
 	putDctx(c)
 	switch {
 	case r < 0:
