@@ -1,4 +1,4 @@
-//go:build cgo && !purego && linux && !race
+//go:build cgo && !purego && linux && !race && !nofastcall
 
 package blosc
 
