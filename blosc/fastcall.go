@@ -28,7 +28,8 @@ const fastCallMax = 1 << 20
 func asmcgocall(fn, arg unsafe.Pointer) int32
 
 // fastCall runs the C function fn(arg) on the thread's system stack
-// without telling the scheduler that the goroutine left Go, as cgo does.
+// without telling the scheduler that the goroutine left Go, as cgo does;
+// libzstd is called through it once SetDirectCalls(true) asks for it.
 // A cgo call counts as a system call: one that outlasts the scheduler's
 // 20 µs tick has its processor handed to another thread, which at
 // GOMAXPROCS=1 is a pair of context switches per block decoded and keeps

@@ -19,6 +19,8 @@ func TestFastCallUnderGC(t *testing.T) {
 	if libzstd() == nil {
 		t.Skip("libzstd.so.1 does not load here: fastCall has nothing to call")
 	}
+	SetDirectCalls(true)
+	defer SetDirectCalls(false)
 	rng := rand.New(rand.NewPCG(11, 12))
 	plain := walk(rng, 1<<20)
 	var chunks [][]byte

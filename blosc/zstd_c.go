@@ -150,7 +150,7 @@ func cZstdDecode(dst, src []byte) error {
 		return fmt.Errorf("libzstd: cannot create a decompression context")
 	}
 	var n C.longlong
-	if fastCalls && len(dst) <= fastCallMax {
+	if fastCalls && len(dst) <= fastCallMax && directCalls.Load() {
 		a := C.bz_args{c: c, dst: (*C.char)(d), src: (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), dn: C.size_t(len(dst)), sn: C.size_t(len(src))}
 		fastCall(bzOneFn, unsafe.Pointer(&a))
 		n = a.one
@@ -194,7 +194,7 @@ func libzstdDecodeBatch(dst, src []byte, jobs []int64) (int, error) {
 		return 0, fmt.Errorf("libzstd: cannot create a decompression context")
 	}
 	var r int
-	if fastCalls && len(dst) <= fastCallMax {
+	if fastCalls && len(dst) <= fastCallMax && directCalls.Load() {
 		a := C.bz_args{c: c, dst: (*C.char)(d), src: (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), jobs: (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), n: C.int(n)}
 		fastCall(bzBatchFn, unsafe.Pointer(&a))
 		r = int(a.ret)
