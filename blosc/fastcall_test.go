@@ -4,7 +4,6 @@ package blosc
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
@@ -21,8 +20,7 @@ func TestFastCallUnderGC(t *testing.T) {
 	}
 	SetDirectCalls(true)
 	defer SetDirectCalls(false)
-	rng := rand.New(rand.NewPCG(11, 12))
-	plain := walk(rng, 1<<20)
+	plain := benchWalk(1 << 20)
 	var chunks [][]byte
 	for _, split := range []SplitMode{SplitAlways, SplitNever} {
 		p := Params{Codec: CodecZstd, Clevel: 3, Typesize: 8, Blocksize: 128 << 10, Split: split}
