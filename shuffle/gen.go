@@ -834,6 +834,7 @@ const gatherComment = `//
 // unshuffle8GatherAVX2 is unshuffle8AVX2 with each of the 8 streams at its
 // own address (an array of 8 pointers, each advanced by 32 bytes per
 // iteration): UnshuffleStreams reads stored streams where they lie.
+// unshuffle4GatherAVX2 is the same for 4 streams.
 `
 
 func declFile(ks, avxOnly []kernel) []byte {
@@ -862,8 +863,9 @@ func main() {
 		ks = append(ks, shuffleKernel(t), unshuffleKernel(t))
 	}
 	ks = append(ks, bitTransKernel(), bitUntransKernel())
-	// Only AVX2 gathers, for typesize 8: UnshuffleStreams's fast path.
-	avxOnly := []kernel{gatherKernel(8)}
+	// Only AVX2 gathers, for typesizes 4 and 8: UnshuffleStreams's fast
+	// path.
+	avxOnly := []kernel{gatherKernel(4), gatherKernel(8)}
 	files := map[string][]byte{
 		"kernels_sse2_amd64.s": asmFile(false, "SSE2", fmt.Sprintf(commonComment, "16", "16", ssePack), ks),
 		"kernels_avx2_amd64.s": asmFile(true, "AVX2", fmt.Sprintf(commonComment, "32", "32", avxPack)+avxComment+gatherComment,

@@ -104,6 +104,11 @@ func bitTransAVX2(dst, src *byte, stride, blocks int)
 //go:noescape
 func bitUntransAVX2(dst, src *byte, stride, blocks int)
 
+// unshuffle4GatherAVX2 is unshuffle4 with each stream at its own address, streams[j] holding byte j of each element.
+//
+//go:noescape
+func unshuffle4GatherAVX2(dst *byte, streams *[4]*byte, blocks int)
+
 // unshuffle8GatherAVX2 is unshuffle8 with each stream at its own address, streams[j] holding byte j of each element.
 //
 //go:noescape

@@ -36,6 +36,7 @@
 // unshuffle8GatherAVX2 is unshuffle8AVX2 with each of the 8 streams at its
 // own address (an array of 8 pointers, each advanced by 32 bytes per
 // iteration): UnshuffleStreams reads stored streams where they lie.
+// unshuffle4GatherAVX2 is the same for 4 streams.
 
 #include "textflag.h"
 
@@ -1090,6 +1091,51 @@ loop:
 	VMOVDQU Y3, 224(DI)
 	ADDQ $32, SI
 	ADDQ $256, DI
+	DECQ AX
+	JNZ loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func unshuffle4GatherAVX2(dst *byte, streams *[4]*byte, blocks int)
+TEXT ·unshuffle4GatherAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ streams+8(FP), R12
+	MOVQ blocks+16(FP), AX
+	TESTQ AX, AX
+	JZ done
+	MOVQ 0(R12), SI
+	MOVQ 8(R12), BX
+	MOVQ 16(R12), CX
+	MOVQ 24(R12), DX
+
+loop:
+	VMOVDQU (SI), Y0
+	VMOVDQU (BX), Y1
+	VMOVDQU (CX), Y2
+	VMOVDQU (DX), Y3
+	VPUNPCKLBW Y1, Y0, Y4
+	VPUNPCKHBW Y1, Y0, Y0
+	VPUNPCKLBW Y3, Y2, Y1
+	VPUNPCKHBW Y3, Y2, Y2
+	VPUNPCKLWD Y1, Y4, Y3
+	VPUNPCKHWD Y1, Y4, Y4
+	VPUNPCKLWD Y2, Y0, Y1
+	VPUNPCKHWD Y2, Y0, Y0
+	VPERM2I128 $0x20, Y4, Y3, Y2
+	VPERM2I128 $0x31, Y4, Y3, Y3
+	VPERM2I128 $0x20, Y0, Y1, Y4
+	VPERM2I128 $0x31, Y0, Y1, Y1
+	VMOVDQU Y2, 0(DI)
+	VMOVDQU Y4, 32(DI)
+	VMOVDQU Y3, 64(DI)
+	VMOVDQU Y1, 96(DI)
+	ADDQ $32, SI
+	ADDQ $32, BX
+	ADDQ $32, CX
+	ADDQ $32, DX
+	ADDQ $128, DI
 	DECQ AX
 	JNZ loop
 
