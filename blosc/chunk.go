@@ -587,6 +587,11 @@ unfilter:
 // has written when it starts each block.
 const zstdSlack = 128<<10 + 64
 
+// zeroStream is read-only zeros that decodeSplit lends for zero streams
+// of at most its length (in the binary's zero-filled data: nothing is
+// allocated, and pages never written stay shared).
+var zeroStream [128 << 10]byte
+
 // maxBatch is the most streams of a block decoded in one call into
 // libzstd; blocks split into more streams call it once per stream.
 const maxBatch = 16
@@ -636,6 +641,13 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 		pos += 4
 		switch {
 		case ext && csize == 0:
+			if lent != nil && neblock <= len(zeroStream) {
+				// A stream of zeros (the high bytes of small integers):
+				// the unshuffle reads it from zeroStream, which stays in
+				// the cache, rather than from o cleared first.
+				lent[s] = zeroStream[:neblock:neblock]
+				continue
+			}
 			clear(o)
 		case ext && csize < 0:
 			if pos >= len(src) {

@@ -98,3 +98,38 @@ func TestDecodeLargeChunkPerBlock(t *testing.T) {
 		t.Errorf("Decode made %d reads of %d blocks, want one per block", reads, blocks)
 	}
 }
+
+// TestZeroStreamsLent decodes split blocks whose high-byte streams are
+// all zeros (small integers: stored as zero runs) into memory full of
+// garbage, at typesizes with a lending unshuffle kernel (4, 8) and one
+// without (2), with streams shorter than zeroStream (lent from it) and
+// longer (cleared in place): every byte must come out right.
+func TestZeroStreamsLent(t *testing.T) {
+	for _, ts := range []int{2, 4, 8} {
+		for _, bsize := range []int{64 << 10, 2 * len(zeroStream) * 8} {
+			for _, codec := range []int{CodecZstd, CodecLZ4} {
+				plain := make([]byte, 2<<20)
+				for i := 0; i < len(plain); i += ts {
+					plain[i] = byte(i / ts * 7 % 251) // only the low byte varies
+				}
+				p := Params{Codec: codec, Clevel: 5, Typesize: ts, Blocksize: bsize, Split: SplitAlways}
+				p.Filters[5] = FilterShuffle
+				comp, err := Compress(nil, plain, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := NewChunkBytes(comp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := bytes.Repeat([]byte{0xaa}, len(plain))
+				if err := c.Decode(got); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, plain) {
+					t.Errorf("typesize %d, block %d, %s: decoded bytes differ", ts, bsize, CodecName(codec))
+				}
+			}
+		}
+	}
+}
