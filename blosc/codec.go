@@ -256,8 +256,10 @@ var directCalls atomic.Bool
 // Go decoder would: no hand-off, no pair of context switches per block,
 // and sysmon backs off. Batch decoders, which have nothing else to run,
 // gain from it: `unpack` of a 256 MiB frame on one core used up to 20 %
-// less CPU (docs/PERFORMANCE.md). Race builds, builds without cgo and
-// builds with the nofastcall tag always call through cgo.
+// less CPU (docs/PERFORMANCE.md). Race, msan and asan builds, and builds
+// with the nofastcall tag, always call through cgo; builds without cgo
+// have no libzstd. A CPU profile shows directly called libzstd time as
+// _ExternalCode, without the Go caller that cgo calls keep.
 func SetDirectCalls(on bool) { directCalls.Store(on) }
 
 // libzstd returns libzstd's decoder when it is loaded and in use, else nil.

@@ -1,17 +1,21 @@
-//go:build cgo && !purego && linux && (race || nofastcall)
+//go:build cgo && !purego && linux && (race || msan || asan || nofastcall || go1.27)
 
 package blosc
 
 import "unsafe"
 
-// fastCalls is false in race builds (their cgo calls are ones the race
-// detector must see, and cgo's pointer checks must pass) and with the
-// nofastcall tag (for a Go release whose linker refuses the reference to
-// runtime.asmcgocall): libzstd is then called through cgo only.
+// fastCalls is false in race, msan and asan builds (their cgo calls are
+// ones the detectors must see, and cgo's pointer checks must pass), with
+// the nofastcall tag, and from Go 1.27 on until fastcall.go's reference
+// to runtime.asmcgocall is checked against it: libzstd is then called
+// through cgo only.
 const fastCalls = false
 
 // fastCallMax is unused here.
 const fastCallMax = 0
+
+// fastCallHook is unused here.
+var fastCallHook func()
 
 // fastCall is never called here.
 func fastCall(fn, arg unsafe.Pointer) { panic("blosc: fastCall without fast calls") }

@@ -150,7 +150,10 @@ func cZstdDecode(dst, src []byte) error {
 		return fmt.Errorf("libzstd: cannot create a decompression context")
 	}
 	var n C.longlong
-	if fastCalls && len(dst) <= fastCallMax && directCalls.Load() {
+	// Bounded on both sides: libzstd decodes every frame in src, and a
+	// hostile stream of empty frames decodes to nothing for as long as
+	// it is long.
+	if fastCalls && len(dst) <= fastCallMax && len(src) <= fastCallMax && directCalls.Load() {
 		a := C.bz_args{c: c, dst: (*C.char)(d), src: (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), dn: C.size_t(len(dst)), sn: C.size_t(len(src))}
 		fastCall(bzOneFn, unsafe.Pointer(&a))
 		n = a.one
@@ -179,11 +182,14 @@ func libzstdDecodeBatch(dst, src []byte, jobs []int64) (int, error) {
 	if n == 0 {
 		return -1, nil
 	}
+	var srcBytes, dstBytes int64
 	for i := range n {
 		j := jobs[4*i:]
 		if j[0] < 0 || j[1] <= 0 || j[0]+j[1] > int64(len(src)) || j[2] < 0 || j[3] < 0 || j[2]+j[3] > int64(len(dst)) {
 			return i, fmt.Errorf("libzstd: stream outside its block")
 		}
+		srcBytes += j[1]
+		dstBytes += j[3]
 	}
 	var d unsafe.Pointer
 	if len(dst) > 0 {
@@ -194,7 +200,7 @@ func libzstdDecodeBatch(dst, src []byte, jobs []int64) (int, error) {
 		return 0, fmt.Errorf("libzstd: cannot create a decompression context")
 	}
 	var r int
-	if fastCalls && len(dst) <= fastCallMax && directCalls.Load() {
+	if fastCalls && dstBytes <= fastCallMax && srcBytes <= fastCallMax && directCalls.Load() {
 		a := C.bz_args{c: c, dst: (*C.char)(d), src: (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), jobs: (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), n: C.int(n)}
 		fastCall(bzBatchFn, unsafe.Pointer(&a))
 		r = int(a.ret)
