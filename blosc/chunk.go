@@ -339,6 +339,10 @@ func (c *Chunk) Decode(dst []byte) error {
 	if len(dst) < int(c.Nbytes) {
 		return fmt.Errorf("blosc: Decode: destination of %d bytes for %d", len(dst), c.Nbytes)
 	}
+	if c.data == nil && c.Special() == SpecialNone && c.Memcpyed() && c.nblocks > 1 {
+		// Stored as is, block after block: one read straight into dst.
+		return c.readAt(dst[:c.Nbytes], int64(c.Len()))
+	}
 	if c.data == nil && c.Special() == SpecialNone && !c.Memcpyed() && c.nblocks > 1 && c.bstarts != nil {
 		if lo, hi, ok := c.wholeSpan(); ok {
 			sp := getBuf(int(hi - lo))
