@@ -4,36 +4,84 @@ package blosc
 
 import (
 	"bytes"
+	"io"
 	"runtime"
+	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
-// TestFastCallUnderGC decodes zstd chunks through libzstd (fastCall: C
-// code run without leaving the Go scheduler's view) on several goroutines
-// while others collect garbage and grow their stacks, at GOMAXPROCS 1 and
-// 2: every decode must come out right, and a stop-the-world must wait
-// for the C calls rather than break them.
+// deep recurses n frames of 256 bytes each, growing the goroutine's stack
+// (which the runtime may shrink again at the next collection).
+func deep(n int) int {
+	var pad [256]byte
+	pad[n%256] = byte(n)
+	if n == 0 {
+		return int(pad[0])
+	}
+	return deep(n-1) + int(pad[n%256])
+}
+
+// TestFastCallUnderGC decodes zstd chunks through libzstd's direct calls
+// (fastCall: C code run without leaving the Go scheduler's view) on
+// several goroutines, at GOMAXPROCS 1 and 2, while other goroutines
+// collect garbage, the decoding goroutines' stacks grow and shrink
+// between calls, and the CPU profiler's signals land in the C code:
+// every decode must come out right, a corrupt stream must be an error, a
+// block too large for a direct call must take cgo's, and a stop-the-world
+// must wait for the C calls rather than break them.
 func TestFastCallUnderGC(t *testing.T) {
 	if libzstd() == nil {
 		t.Skip("libzstd.so.1 does not load here: fastCall has nothing to call")
 	}
+	if !fastCalls {
+		t.Skip("this build calls libzstd through cgo only (race, msan, asan or nofastcall)")
+	}
+	var calls atomic.Int64
+	fastCallHook = func() { calls.Add(1) }
 	SetDirectCalls(true)
-	defer SetDirectCalls(false)
-	plain := benchWalk(1 << 20)
-	var chunks [][]byte
-	for _, split := range []SplitMode{SplitAlways, SplitNever} {
-		p := Params{Codec: CodecZstd, Clevel: 3, Typesize: 8, Blocksize: 128 << 10, Split: split}
+	defer func() {
+		SetDirectCalls(false)
+		fastCallHook = nil
+	}()
+	if err := pprof.StartCPUProfile(io.Discard); err == nil {
+		defer pprof.StopCPUProfile()
+	}
+
+	plain := benchWalk(4 << 20)
+	type tcase struct {
+		comp  []byte
+		plain []byte
+	}
+	var cases []tcase
+	for _, p := range []Params{
+		{Codec: CodecZstd, Clevel: 3, Typesize: 8, Blocksize: 128 << 10, Split: SplitAlways},
+		{Codec: CodecZstd, Clevel: 3, Typesize: 8, Blocksize: 128 << 10, Split: SplitNever},
+		{Codec: CodecZstd, Clevel: 1, Typesize: 8, Blocksize: 2 * fastCallMax, Split: SplitNever}, // through cgo
+	} {
 		p.Filters[5] = FilterShuffle
 		comp, err := Compress(nil, plain, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		chunks = append(chunks, comp)
+		cases = append(cases, tcase{comp, plain})
 	}
-	iters := 100
+	// A corrupt copy of the never-split chunk: the zstd magic of its
+	// first block's stream (after the stream's 4-byte size) flipped.
+	bad := bytes.Clone(cases[1].comp)
+	c0, err := NewChunkBytes(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := c0.CompressedExtent(0)
+	for i := s + 4; i < s+8; i++ {
+		bad[i] ^= 0x5a
+	}
+
+	iters := 30
 	if testing.Short() {
-		iters = 10
+		iters = 8
 	}
 	for _, procs := range []int{1, 2} {
 		old := runtime.GOMAXPROCS(procs)
@@ -51,36 +99,28 @@ func TestFastCallUnderGC(t *testing.T) {
 				}
 			}
 		}()
-		go func() { // garbage and deep stacks
+		go func() { // garbage
 			defer bg.Done()
-			var deep func(n int) int
-			deep = func(n int) int {
-				var pad [256]byte
-				pad[n%256] = byte(n)
-				if n == 0 {
-					return int(pad[0])
-				}
-				return deep(n-1) + int(pad[n%256])
-			}
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 					_ = make([]byte, 64<<10)
-					deep(200)
 				}
 			}
 		}()
 		var wg sync.WaitGroup
-		errs := make(chan string, 8)
+		errs := make(chan string, 16)
 		for g := range 4 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				got := make([]byte, len(plain))
 				for i := range iters {
-					c, err := NewChunkBytes(chunks[(g+i)%len(chunks)])
+					deep(100 + 50*(i%8))
+					tc := cases[(g+i)%len(cases)]
+					c, err := NewChunkBytes(tc.comp)
 					if err == nil {
 						clear(got)
 						err = c.Decode(got)
@@ -89,9 +129,19 @@ func TestFastCallUnderGC(t *testing.T) {
 						errs <- err.Error()
 						return
 					}
-					if !bytes.Equal(got, plain) {
+					if !bytes.Equal(got, tc.plain) {
 						errs <- "decoded bytes differ"
 						return
+					}
+					if i%5 == 0 {
+						c, err := NewChunkBytes(bad)
+						if err == nil {
+							err = c.Decode(got)
+						}
+						if err == nil {
+							errs <- "a corrupt stream decoded without error"
+							return
+						}
 					}
 				}
 			}()
@@ -104,5 +154,8 @@ func TestFastCallUnderGC(t *testing.T) {
 		for e := range errs {
 			t.Errorf("GOMAXPROCS=%d: %s", procs, e)
 		}
+	}
+	if calls.Load() == 0 {
+		t.Error("no libzstd call went through fastCall")
 	}
 }

@@ -55,34 +55,39 @@ func decodeCounting(t *testing.T, plain []byte, p Params) (comp []byte, reads in
 // TestDecodeWholeRead checks that Decode of a chunk behind a reader reads
 // its blocks in one call when they fit wholeReadMax, and decodes the same
 // bytes, for every codec, with and without split streams and the delta
-// filter; and that a truncated chunk is an error.
+// filter, at typesizes 4 and 8, with a short last block or none; and
+// that a truncated chunk is an error.
 func TestDecodeWholeRead(t *testing.T) {
-	plain := benchWalk(1 << 20)
-	for _, codec := range []int{CodecBloscLZ, CodecLZ4, CodecZlib, CodecZstd} {
-		for _, split := range []SplitMode{SplitAlways, SplitNever} {
-			for _, delta := range []bool{false, true} {
-				p := Params{Codec: codec, Clevel: 5, Typesize: 8, Blocksize: 32 << 10, Split: split}
-				p.Filters[5] = FilterShuffle
-				if delta {
-					p.Filters[4] = FilterDelta
+	for _, size := range []int{1 << 20, 1<<20 + 1000} {
+		plain := benchWalk(size)
+		for _, ts := range []int{4, 8} {
+			for _, codec := range []int{CodecBloscLZ, CodecLZ4, CodecZlib, CodecZstd} {
+				for _, split := range []SplitMode{SplitAlways, SplitNever} {
+					for _, delta := range []bool{false, true} {
+						p := Params{Codec: codec, Clevel: 5, Typesize: ts, Blocksize: 32 << 10, Split: split}
+						p.Filters[5] = FilterShuffle
+						if delta {
+							p.Filters[4] = FilterDelta
+						}
+						t.Run(fmt.Sprintf("%d-ts%d-%s-split%d-delta%v", size, ts, CodecName(codec), split, delta), func(t *testing.T) {
+							comp, reads, blocks := decodeCounting(t, plain, p)
+							if blocks < 2 {
+								t.Fatalf("%d blocks: the test needs several", blocks)
+							}
+							if reads != 1 {
+								t.Errorf("Decode made %d reads of %d blocks, want 1", reads, blocks)
+							}
+							short := &countingReader{b: comp[:len(comp)-100]}
+							c, err := NewChunk(short, int64(len(comp)))
+							if err != nil {
+								t.Fatal(err)
+							}
+							if err := c.Decode(make([]byte, len(plain))); !errors.Is(err, ErrCorrupt) {
+								t.Errorf("Decode of a truncated chunk: %v, want ErrCorrupt", err)
+							}
+						})
+					}
 				}
-				t.Run(fmt.Sprintf("%s-split%d-delta%v", CodecName(codec), split, delta), func(t *testing.T) {
-					comp, reads, blocks := decodeCounting(t, plain, p)
-					if blocks < 2 {
-						t.Fatalf("%d blocks: the test needs several", blocks)
-					}
-					if reads != 1 {
-						t.Errorf("Decode made %d reads of %d blocks, want 1", reads, blocks)
-					}
-					short := &countingReader{b: comp[:len(comp)-100]}
-					c, err := NewChunk(short, int64(len(comp)))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := c.Decode(make([]byte, len(plain))); !errors.Is(err, ErrCorrupt) {
-						t.Errorf("Decode of a truncated chunk: %v, want ErrCorrupt", err)
-					}
-				})
 			}
 		}
 	}
@@ -100,11 +105,17 @@ func TestDecodeLargeChunkPerBlock(t *testing.T) {
 }
 
 // TestZeroStreamsLent decodes split blocks whose high-byte streams are
-// all zeros (small integers: stored as zero runs) into memory full of
-// garbage, at typesizes with a lending unshuffle kernel (4, 8) and one
-// without (2), with streams shorter than zeroStream (lent from it) and
-// longer (cleared in place): every byte must come out right.
+// all zeros (small integers: stored as zero runs), at typesizes with a
+// lending unshuffle kernel (4, 8) and one without (2), with streams
+// shorter than zeroStream (lent from it) and longer (cleared in place),
+// right after decoding blocks of the same size whose streams are all
+// noise, so that the pooled scratch they decode through holds garbage:
+// every byte must come out right, and zeroStream must stay zeros.
 func TestZeroStreamsLent(t *testing.T) {
+	noise := make([]byte, 2<<20)
+	for i := range noise {
+		noise[i] = byte(i*2654435761>>13) | 1
+	}
 	for _, ts := range []int{2, 4, 8} {
 		for _, bsize := range []int{64 << 10, 2 * len(zeroStream) * 8} {
 			for _, codec := range []int{CodecZstd, CodecLZ4} {
@@ -114,22 +125,29 @@ func TestZeroStreamsLent(t *testing.T) {
 				}
 				p := Params{Codec: codec, Clevel: 5, Typesize: ts, Blocksize: bsize, Split: SplitAlways}
 				p.Filters[5] = FilterShuffle
-				comp, err := Compress(nil, plain, p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c, err := NewChunkBytes(comp)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got := bytes.Repeat([]byte{0xaa}, len(plain))
-				if err := c.Decode(got); err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, plain) {
-					t.Errorf("typesize %d, block %d, %s: decoded bytes differ", ts, bsize, CodecName(codec))
+				for _, src := range [][]byte{noise, plain} {
+					comp, err := Compress(nil, src, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c, err := NewChunkBytes(comp)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := bytes.Repeat([]byte{0xaa}, len(src))
+					if err := c.Decode(got); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, src) {
+						t.Errorf("typesize %d, block %d, %s: decoded bytes differ", ts, bsize, CodecName(codec))
+					}
 				}
 			}
+		}
+	}
+	for i, b := range zeroStream {
+		if b != 0 {
+			t.Fatalf("zeroStream[%d] = %#x: something wrote into the lent zeros", i, b)
 		}
 	}
 }
