@@ -151,3 +151,53 @@ func TestZeroStreamsLent(t *testing.T) {
 		}
 	}
 }
+
+// inPlaceReader is a countingReader that also lends its bytes in place,
+// as a memory-mapped file does, counting the loans.
+type inPlaceReader struct {
+	countingReader
+	loans atomic.Int64
+}
+
+func (r *inPlaceReader) ReadInPlace(off, n int64, fn func([]byte) error) (bool, error) {
+	r.loans.Add(1)
+	return true, fn(r.b[off : off+n : off+n])
+}
+
+// TestDecodeInPlaceReader checks Decode behind a reader that lends its
+// bytes in place (BLOSCFS_MMAP=1): codecs decode from the loan, block by
+// block, with no read; zstd with libzstd, which must never decode from a
+// mapping (a fault inside C code cannot become an error), reads the
+// chunk instead, in one read.
+func TestDecodeInPlaceReader(t *testing.T) {
+	plain := benchWalk(1 << 20)
+	for _, codec := range []int{CodecLZ4, CodecZstd} {
+		p := Params{Codec: codec, Clevel: 5, Typesize: 8, Blocksize: 64 << 10, Split: SplitAlways}
+		p.Filters[5] = FilterShuffle
+		comp, err := Compress(nil, plain, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &inPlaceReader{countingReader: countingReader{b: comp}}
+		c, err := NewChunk(r, int64(len(comp)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads, loans := r.calls.Load(), r.loans.Load()
+		got := make([]byte, len(plain))
+		if err := c.Decode(got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, plain) {
+			t.Fatalf("%s: decoded bytes differ", CodecName(codec))
+		}
+		reads, loans = r.calls.Load()-reads, r.loans.Load()-loans
+		if codec == CodecZstd && libzstd() != nil {
+			if loans != 0 || reads != 1 {
+				t.Errorf("zstd with libzstd: %d loans and %d reads, want none and one", loans, reads)
+			}
+		} else if reads != 0 || loans != int64(c.NumBlocks()) {
+			t.Errorf("%s: %d loans and %d reads of %d blocks, want a loan per block and no read", CodecName(codec), loans, reads, c.NumBlocks())
+		}
+	}
+}
