@@ -87,29 +87,23 @@ func TestFastCallUnderGC(t *testing.T) {
 		old := runtime.GOMAXPROCS(procs)
 		stop := make(chan struct{})
 		var bg sync.WaitGroup
-		bg.Add(2)
-		go func() { // collections, each a stop-the-world
-			defer bg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					runtime.GC()
+		for _, work := range []func(){
+			runtime.GC,                          // collections, each a stop-the-world
+			func() { _ = make([]byte, 64<<10) }, // garbage
+		} {
+			bg.Add(1)
+			go func() {
+				defer bg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						work()
+					}
 				}
-			}
-		}()
-		go func() { // garbage
-			defer bg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					_ = make([]byte, 64<<10)
-				}
-			}
-		}()
+			}()
+		}
 		var wg sync.WaitGroup
 		errs := make(chan string, 16)
 		for g := range 4 {

@@ -21,12 +21,7 @@ func TestUnshuffleStreamsGuardPages(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(uint64(ts), 9))
 		for _, n := range []int{31, 32, 33, 64, 95, 1000, page} {
-			shuffled := make([]byte, n*ts)
-			for i := range shuffled {
-				shuffled[i] = byte(rng.Uint32())
-			}
-			want := make([]byte, n*ts)
-			Unshuffle(want, shuffled, ts)
+			shuffled, want := randomShuffled(rng, n, ts)
 			streams := make([][]byte, ts)
 			for j := range streams {
 				pages := (n + page - 1) / page

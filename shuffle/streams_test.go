@@ -16,12 +16,7 @@ func TestUnshuffleStreams(t *testing.T) {
 			if n > 70 && n%7 != 0 {
 				continue
 			}
-			shuffled := make([]byte, n*ts)
-			for i := range shuffled {
-				shuffled[i] = byte(rng.Uint32())
-			}
-			want := make([]byte, n*ts)
-			Unshuffle(want, shuffled, ts)
+			shuffled, want := randomShuffled(rng, n, ts)
 			// Each stream in a buffer of its own, with guard bytes
 			// around it that must stay untouched.
 			streams := make([][]byte, ts)
@@ -118,4 +113,16 @@ func BenchmarkUnshuffleStreams(b *testing.B) {
 			}
 		})
 	}
+}
+
+// randomShuffled returns n random elements of ts bytes in shuffled form,
+// and their unshuffled form, from Unshuffle.
+func randomShuffled(rng *rand.Rand, n, ts int) (shuffled, want []byte) {
+	shuffled = make([]byte, n*ts)
+	for i := range shuffled {
+		shuffled[i] = byte(rng.Uint32())
+	}
+	want = make([]byte, n*ts)
+	Unshuffle(want, shuffled, ts)
+	return shuffled, want
 }
