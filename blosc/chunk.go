@@ -343,32 +343,29 @@ func (c *Chunk) Decode(dst []byte) error {
 		// Stored as is, block after block: one read straight into dst.
 		return c.readAt(dst[:c.Nbytes], int64(c.Len()))
 	}
+	// The blocks' compressed bytes, read at once (whole, from lo), or
+	// block by block (whole nil).
+	var whole []byte
+	var lo int64
 	if c.data == nil && c.Special() == SpecialNone && !c.Memcpyed() && c.nblocks > 1 && c.bstarts != nil {
-		if lo, hi, ok := c.wholeSpan(); ok {
-			sp := getBuf(int(hi - lo))
+		if l, hi, ok := c.wholeSpan(); ok {
+			sp := getBuf(int(hi - l))
 			defer putBuf(sp)
-			if err := c.readAt(*sp, lo); err != nil {
+			if err := c.readAt(*sp, l); err != nil {
 				return err
 			}
-			var ref []byte
-			for i := 0; i < c.nblocks; i++ {
-				off := c.BlockOffset(i)
-				b := dst[off : off+int64(c.BlockLen(i)) : off+int64(c.BlockLen(i))]
-				if err := c.decodeFrom(b, i, ref, (*sp)[int64(c.bstarts[i])-lo:int64(c.bends[i])-lo]); err != nil {
-					return fmt.Errorf("block %d: %w", i, err)
-				}
-				if i == 0 {
-					ref = b
-				}
-			}
-			return nil
+			whole, lo = *sp, l
 		}
 	}
 	var ref []byte
 	for i := 0; i < c.nblocks; i++ {
-		off := c.BlockOffset(i)
-		b := dst[off : off+int64(c.BlockLen(i))]
-		if err := c.DecodeBlockRef(b, i, ref); err != nil {
+		off, end := c.BlockOffset(i), c.BlockOffset(i)+int64(c.BlockLen(i))
+		b := dst[off:end:end]
+		if whole != nil {
+			if err := c.decodeFrom(b, i, ref, whole[int64(c.bstarts[i])-lo:int64(c.bends[i])-lo]); err != nil {
+				return fmt.Errorf("block %d: %w", i, err)
+			}
+		} else if err := c.DecodeBlockRef(b, i, ref); err != nil {
 			return err
 		}
 		if i == 0 {
@@ -382,9 +379,9 @@ func (c *Chunk) Decode(dst []byte) error {
 //
 // Decode reads all of a chunk's blocks in one read rather than one per
 // block: on a frame of 32 KiB blocks, a read per block made `unpack` cost
-// 1.2× the CPU of one read per 1 MiB chunk (docs/PERFORMANCE.md, "One
-// read per chunk"), and on 256 KiB blocks one read per chunk is still a
-// little cheaper. Beyond this size the chunk is read block by block, so
+// 1.2× the CPU of one read per 1 MiB chunk (docs/PERFORMANCE.md, "libzstd
+// without the scheduler's hand-offs, one read per chunk"), and on 256 KiB
+// blocks one read per chunk is still a little cheaper. Beyond this size the chunk is read block by block, so
 // that a huge chunk needs no huge buffer.
 const wholeReadMax = 4 << 20
 

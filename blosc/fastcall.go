@@ -7,15 +7,15 @@ import (
 	_ "unsafe" // for go:linkname
 )
 
-// fastCalls says whether libzstd is called through fastCall (false in
-// race builds).
+// fastCalls says whether libzstd can be called through fastCall (false
+// in the builds of fastcall_off.go).
 const fastCalls = true
 
 // fastCallMax is the most output, and the most input, in bytes, that one
-// libzstd call may decode through fastCall; larger calls go through cgo. At libzstd's
-// slowest (about 500 MB/s on this kind of machine for adversarial
-// streams) 1 MiB takes 2 ms, less than the 10 ms a goroutine may run
-// before the scheduler asks it to yield.
+// libzstd call may decode through fastCall; larger calls go through cgo.
+// At libzstd's slowest (about 500 MB/s on this kind of machine for
+// adversarial streams) 1 MiB takes 2 ms, less than the 10 ms a goroutine
+// may run before the scheduler asks it to yield.
 const fastCallMax = 1 << 20
 
 // asmcgocall is the runtime's switch to the thread's system stack that
