@@ -119,11 +119,14 @@ type memStore struct {
 	gets atomic.Int64
 }
 
-func (s *memStore) Get(key string) ([]byte, error) {
+func (s *memStore) Get(key string, limit int64) ([]byte, error) {
 	s.gets.Add(1)
 	b, ok := s.m[key]
 	if !ok {
 		return nil, ErrNotExist
+	}
+	if int64(len(b)) > limit {
+		return nil, ErrTooLarge
 	}
 	return b, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/bloscfs/bloscfs/pack"
 )
@@ -34,11 +35,16 @@ func ArrayMetaFile(dir string) string {
 	if err != nil || !st.Mode().IsRegular() || st.Size() > MaxMetaSize {
 		return ""
 	}
-	f, err := os.Open(p)
+	// Without following a link or waiting on a FIFO put in its place
+	// since the lstat, and read only if it is still a regular file.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxMetaSize))
 	if err != nil || !bytes.Contains(b, []byte(`"array"`)) {
 		return ""
