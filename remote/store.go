@@ -72,6 +72,9 @@ var (
 	ErrRead = errors.New("read failed")
 	// ErrShortBody reports a response body shorter than its range.
 	ErrShortBody = errors.New("truncated response body")
+	// ErrTooLarge reports an object (or range) larger than the caller's
+	// limit (Store.Get): it is refused without its body being read.
+	ErrTooLarge = errors.New("object larger than allowed")
 )
 
 // Store is one bucket of one service.
@@ -305,7 +308,7 @@ func httpStatus(err error) int {
 // again: server errors, throttling, timeouts and broken connections are;
 // a refusal (4xx) or a changed object is not.
 func retryable(err error) bool {
-	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrDenied) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrDenied) || errors.Is(err, ErrTooLarge) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	switch st := httpStatus(err); {
