@@ -738,6 +738,9 @@ func (a *Array) loadInner(ci int64, c []int64) ([]byte, error) {
 	if off == 1<<64-1 && n == 1<<64-1 {
 		return nil, errMissing
 	}
+	if n > uint64(s.chain.raw) { // checked by parseIndex; kept for the reader's sake
+		return nil, fmt.Errorf("%s: %w: inner chunk %d of %d bytes", key, ErrCorrupt, inner, n)
+	}
 	raw, err := a.store.GetRange(key, int64(off), int64(n))
 	if err != nil {
 		if errors.Is(err, ErrNotExist) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -759,7 +762,7 @@ func (a *Array) loadInner(ci int64, c []int64) ([]byte, error) {
 // has version ver (nil: no shard), from the cache of indexes.
 func (a *Array) shardIndex(sci int64, key string, ver Version) (*shardIndex, error) {
 	s := a.v3.shard
-	k := indexKey{ver: ver, size: s.indexSize()}
+	k := indexKey{ver: ver, size: s.indexSize(), inner: s.chain.raw}
 	if ver.IsZero() {
 		k.owner, k.shard = a.id, sci
 	}

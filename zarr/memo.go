@@ -30,6 +30,7 @@ type indexKey struct {
 	shard  int64  // the shard number, where ver is zero
 	size   int64  // encoded bytes
 	layout uint8  // 1: at start, 2: big-endian, 4: crc32c
+	inner  int64  // the largest inner chunk the index was checked against
 }
 
 type indexEntry struct {
