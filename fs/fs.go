@@ -318,6 +318,12 @@ func (f *FS) idFromStat(st *syscall.Stat_t) gofs.StableAttr {
 // Mount serves a view of source at mountpoint and returns once the mount
 // is ready. The caller waits on the server and unmounts it.
 func Mount(source, mountpoint string, opts Options) (*Server, *FS, error) {
+	// As the mount table will show it: a mountpoint given through a
+	// symbolic link is found there (MountAt), unmounted and aborted.
+	mountpoint, err := ResolveMountpoint(mountpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mountpoint: %w", err)
+	}
 	root, f, err := New(source, opts)
 	if err != nil {
 		return nil, nil, err

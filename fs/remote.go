@@ -160,6 +160,10 @@ func (r *RemoteFS) Store() *remote.Store { return r.store }
 // exists and the credentials are accepted, and lists the prefix, so that
 // a mount that cannot work refuses to start.
 func MountRemote(store *remote.Store, prefix, mountpoint string, opts Options) (*Server, *RemoteFS, error) {
+	mountpoint, err := ResolveMountpoint(mountpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mountpoint: %w", err)
+	}
 	ctx := context.Background()
 	if err := store.Check(ctx); err != nil {
 		return nil, nil, err

@@ -220,7 +220,10 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if remote.IsURL(pos[0]) {
 		src = pos[0]
 	}
-	mnt, err := filepath.Abs(pos[1])
+	// The mountpoint as the mount table shows it (symbolic links
+	// resolved): the daemon mounts there and finds its mount there, the
+	// watcher and `bloscfs unmount` too.
+	mnt, err := bfs.ResolveMountpoint(pos[1])
 	if err != nil {
 		return err
 	}
@@ -287,11 +290,11 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	shutdown := func() {} // stops the write path of a busy mount before exit
 	if remote.IsURL(pos[0]) {
 		var r *bfs.RemoteFS
-		server, r, err = mountRemote(pos[0], pos[1], o)
+		server, r, err = mountRemote(pos[0], mnt, o)
 		stats = r
 	} else {
 		var f *bfs.FS
-		server, f, err = bfs.Mount(pos[0], pos[1], o)
+		server, f, err = bfs.Mount(pos[0], mnt, o)
 		stats = f
 		if f != nil {
 			shutdown = f.Shutdown
@@ -302,13 +305,14 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		notify.fail(err)
 		return err
 	}
-	// The mount's device: its minor number names the connection, which
-	// a detached mount aborts before the daemon exits.
+	// The mount's device: it names the connection, which a detached
+	// mount aborts before the daemon exits.
 	mi, mounted, _ := bfs.MountAt(mnt)
+	mounted = mounted && mi.FSType == "fuse.bloscfs"
 	if watchPipe != nil {
 		dev := ""
 		if mounted {
-			dev = fmt.Sprintf("%d:%d", mi.Major, mi.Minor)
+			dev = mi.Dev()
 		}
 		fmt.Fprintln(watchPipe, dev) // the watcher unmounts only this mount
 	}
@@ -363,8 +367,8 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		// notification that drops a file's cached pages (a writer's
 		// uncommitted writes, see fs's Release) waits for a page
 		// locked by a read that only this process could answer.
-		if mounted && strings.HasPrefix(mi.FSType, "fuse") {
-			if err := abortConnection(mi.Minor); err != nil {
+		if mounted {
+			if err := abortConnection(mnt, mi); err != nil {
 				logger.Printf("could not end the connection of the detached mount: %v", err)
 			}
 		}
