@@ -83,8 +83,12 @@ type Store struct {
 	bucket string
 	cfg    Config
 	cache  *rangeCache
-	bufs   *bufPool      // the buffers of ranges that left the cache
-	disk   *diskCache    // nil without Config.CacheDir
+	bufs   *bufPool   // the buffers of ranges that left the cache
+	disk   *diskCache // nil without Config.CacheDir
+	// diskID names the service and bucket in the disk cache's keys
+	// (endpoint, region, bucket): a cache directory shared by mounts
+	// of several services never serves one's object for another's.
+	diskID string
 	ahead  chan struct{} // bounds the read-ahead GETs in flight
 
 	stats Stats
@@ -208,6 +212,7 @@ func New(ctx context.Context, bucket string, cfg Config) (*Store, error) {
 		if st.disk, err = openDiskCache(cfg.CacheDir, cfg.CacheDirSize, cfg.Logger.Printf); err != nil {
 			return nil, err
 		}
+		st.diskID = cfg.Endpoint + "\x00" + awsCfg.Region + "\x00" + bucket + "\x00"
 	}
 	return st, nil
 }

@@ -34,6 +34,7 @@ type Server struct {
 	objs     map[string]*object
 	requests atomic.Int64
 	bytes    atomic.Int64
+	emptyIM  atomic.Int64 // requests with an empty If-Match
 	logMu    sync.Mutex
 	log      []string
 }
@@ -62,6 +63,23 @@ func (s *Server) Put(key string, data []byte) {
 	s.objs[key] = &object{data: data, etag: `"` + hex.EncodeToString(sum[:]) + `"`, mtime: time.Now().UTC().Truncate(time.Second)}
 	s.mu.Unlock()
 }
+
+// PutETag stores (or replaces) an object with the ETag given, quoted as
+// S3 quotes it: several objects may then share one, as objects of two
+// services can. An empty etag makes an object that is served without
+// one, as some S3-compatible services do.
+func (s *Server) PutETag(key string, data []byte, etag string) {
+	if etag != "" {
+		etag = `"` + etag + `"`
+	}
+	s.mu.Lock()
+	s.objs[key] = &object{data: data, etag: etag, mtime: time.Now().UTC().Truncate(time.Second)}
+	s.mu.Unlock()
+}
+
+// EmptyIfMatch returns how many requests carried an If-Match header with
+// no value (which matches no object).
+func (s *Server) EmptyIfMatch() int64 { return s.emptyIM.Load() }
 
 // Counts returns the requests served and the body bytes sent by GETs.
 func (s *Server) Counts() (requests, bytes int64) { return s.requests.Load(), s.bytes.Load() }
@@ -128,11 +146,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, 404, "NoSuchKey")
 			return
 		}
+		if v, ok := r.Header["If-Match"]; ok && (len(v) == 0 || v[0] == "") {
+			s.emptyIM.Add(1)
+		}
 		if im := r.Header.Get("If-Match"); im != "" && im != o.etag {
 			writeErr(w, 412, "PreconditionFailed")
 			return
 		}
-		w.Header().Set("ETag", o.etag)
+		if o.etag != "" {
+			w.Header().Set("ETag", o.etag)
+		}
 		http.ServeContent(countingWriter{w, &s.bytes}, r, "", o.mtime, bytes.NewReader(o.data))
 	default:
 		writeErr(w, 501, "NotImplemented")
