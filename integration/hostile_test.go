@@ -240,3 +240,35 @@ func TestSourceShrinksUnderMount(t *testing.T) {
 		t.Errorf("reading another file after the fault: %v, equal %v", err, bytes.Equal(got, want))
 	}
 }
+
+// TestHostileZarrMount is issue 33's acceptance test for a local tree: a
+// mount with --cache-size 64MiB over a directory of every hostile Zarr
+// input (internal/hostile: codec bombs, huge dictionaries and item
+// sizes, sparse metadata and shard indexes, FIFOs as metadata, chunk and
+// shard) beside a sound array. Every listing, stat and read returns
+// within seconds, hostile data fail with EIO, the daemon's peak RSS
+// stays under 512 MiB, and the sound array reads bit-exact afterwards.
+func TestHostileZarrMount(t *testing.T) {
+	requireRoot(t)
+	requireTool(t, "dd")
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := hostile.WriteZarr(src, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := hostile.WriteGoodZarr(filepath.Join(src, "good"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mountDaemon(t, src, "--cache-size", "64MiB")
+	hostile.CheckZarrMount(t, m.dir, ins, "good", want, m.pid)
+	log := m.logText()
+	for _, name := range []string{"zstd_bomb", "sparse_zattrs", "v_huge_0d"} {
+		if !strings.Contains(log, name) {
+			t.Errorf("nothing logged of %s:\n%s", name, log)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package zarr
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -18,10 +19,37 @@ import (
 type DirArray struct {
 	*Array
 	store *DirStore
+	dir   string
 }
 
 // Close releases the directory.
 func (d *DirArray) Close() error { return d.store.Close() }
+
+// named prefixes an error with the array's directory (the keys in the
+// errors are relative to it).
+func (d *DirArray) named(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return fmt.Errorf("%s: %w", d.dir, err)
+}
+
+// ReadAt reads bytes of the NPY view; an error names the directory.
+func (d *DirArray) ReadAt(p []byte, off int64) (int, error) {
+	n, err := d.Array.ReadAt(p, off)
+	return n, d.named(err)
+}
+
+// ReadAtOnce is Array.ReadAtOnce; an error names the directory.
+func (d *DirArray) ReadAtOnce(p []byte, off int64) (int, error) {
+	n, err := d.Array.ReadAtOnce(p, off)
+	return n, d.named(err)
+}
+
+// Prefetch is Array.Prefetch; an error names the directory.
+func (d *DirArray) Prefetch(off, n int64, reader func() int64) error {
+	return d.named(d.Array.Prefetch(off, n, reader))
+}
 
 // ArrayMetaFile returns the name of the metadata file that makes dir a
 // Zarr array (".zarray", or "zarr.json" with node_type "array"), or ""
@@ -71,7 +99,7 @@ func init() {
 				return nil, err
 			}
 			a.Path = ""
-			return &DirArray{Array: a, store: s}, nil
+			return &DirArray{Array: a, store: s, dir: dir}, nil
 		},
 	})
 }
