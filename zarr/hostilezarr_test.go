@@ -353,3 +353,49 @@ func TestFIFOList(t *testing.T) {
 		calls.Add(1)
 	})
 }
+
+// TestCodecBounds: each codec, as a stage in the middle of a v3 chain
+// (at most max bytes) or as the last (exactly max), refuses a stream
+// that decodes to more before allocating what its header claims: a
+// 24 KiB zstd frame of 768 MiB, a gzip stream of 1 GiB, a Blosc header
+// of 2 GB, an LZ4 size prefix of 1 GiB, LZMA and xz dictionaries of
+// 2–3 GiB (issue 33, points 1–3).
+func TestCodecBounds(t *testing.T) {
+	gz, err := hostile.GzipBomb(1 << 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gzipc, _ := parseV2Compressor([]byte(`{"id":"gzip"}`))
+	xzc, _ := parseV2Compressor([]byte(`{"id":"lzma"}`))
+	lzmac, _ := parseV2Compressor([]byte(`{"id":"lzma","format":2}`))
+	for _, c := range []struct {
+		name string
+		c    compressor
+		src  []byte
+	}{
+		{"zstd", zstdCodec{}, hostile.ZstdBomb(768 << 20)},
+		{"gzip", gzipc, gz},
+		{"blosc", bloscCodec{}, hostile.BloscClaims(2_000_000_000)},
+		{"lz4", lz4Codec{}, []byte{0, 0, 0, 0x40, 0}},
+		{"lzma", lzmac, hostile.LZMAAloneDict()},
+		{"xz", xzc, hostile.XZDict()},
+		{"crc32c", crc32cCodec{}, make([]byte, 1<<20)},
+	} {
+		for _, exact := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/exact=%v", c.name, exact), func(t *testing.T) {
+				const bound = 4096
+				runtime.GC()
+				mem := testutil.StartAlloc()
+				out, err := c.c.decompress(c.src, bound, exact)
+				if n := mem.Allocated(); n > 16<<20 {
+					t.Errorf("allocated %d MiB for a bound of %d bytes", n>>20, bound)
+				}
+				// The empty xz block decodes (to nothing) where nothing
+				// is asked of its size.
+				if !errors.Is(err, ErrCorrupt) && (exact || c.name != "xz" || len(out) != 0) {
+					t.Errorf("got %d bytes, %v; want ErrCorrupt", len(out), err)
+				}
+			})
+		}
+	}
+}
