@@ -368,7 +368,9 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		// uncommitted writes, see fs's Release) waits for a page
 		// locked by a read that only this process could answer.
 		if mounted {
-			if err := abortConnection(mnt, mi); err != nil {
+			// Its own connection: the mount left the table when it
+			// was detached.
+			if err := abortConnection(mi); err != nil {
 				logger.Printf("could not end the connection of the detached mount: %v", err)
 			}
 		}

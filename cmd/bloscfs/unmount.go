@@ -57,7 +57,7 @@ func cmdUnmount(args []string, stdout, stderr io.Writer) error {
 	}
 	if state == bfs.MountHung && m.FSType == "fuse.bloscfs" {
 		if pids := stuckDaemons(mnt); len(pids) > 0 {
-			if err := abortConnection(mnt, m); err != nil {
+			if err := abortMount(mnt, m); err != nil {
 				return fmt.Errorf("%s: its daemon (pid %s) is stuck dying on its own mount, and aborting its FUSE connection failed: %v", mnt, joinInts(pids), err)
 			}
 			fmt.Fprintf(stdout, "%s: its daemon (pid %s) was stuck dying on its own mount: aborted FUSE connection %s\n", mnt, joinInts(pids), m.Conn())
@@ -236,21 +236,26 @@ func killedInD(path string) bool {
 // fusectl is where the kernel's FUSE control filesystem is mounted.
 const fusectl = "/sys/fs/fuse/connections"
 
-// abortConnection aborts the FUSE connection of the bloscfs mount m at
-// mnt through the control filesystem (mounted first if it is not):
-// every request waiting on it fails, and a daemon stuck on one can exit.
-// The mount table is read again just before: the connection is aborted
-// only if a bloscfs mount of the same device is still at mnt.
-func abortConnection(mnt string, m bfs.MountInfo) error {
-	if err := mountFusectl(); err != nil {
-		return err
-	}
+// abortMount aborts the FUSE connection of the bloscfs mount m at mnt
+// (abortConnection), after reading the mount table again: only if a
+// bloscfs mount of the same device is still at mnt.
+func abortMount(mnt string, m bfs.MountInfo) error {
 	now, ok, err := bfs.MountAt(mnt)
 	switch {
 	case err != nil:
 		return err
 	case !ok || now.FSType != "fuse.bloscfs" || now.Dev() != m.Dev():
 		return fmt.Errorf("the mount at %s changed: not aborting FUSE connection %s", mnt, m.Conn())
+	}
+	return abortConnection(m)
+}
+
+// abortConnection aborts the FUSE connection of mount m through the
+// control filesystem (mounted first if it is not): every request
+// waiting on it fails, and a daemon stuck on one can exit.
+func abortConnection(m bfs.MountInfo) error {
+	if err := mountFusectl(); err != nil {
+		return err
 	}
 	return os.WriteFile(filepath.Join(fusectl, m.Conn(), "abort"), []byte("1"), 0)
 }
