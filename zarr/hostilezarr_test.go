@@ -19,22 +19,12 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// hostileRoot writes the hostile Zarr inputs once for the package's
-// tests; FIFOs are opened for writing at the end, so that a reader that
-// blocked on one (the bug) is let go.
-var hostileRoot = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "hostile-zarr-")
-	if err != nil {
-		return "", err
-	}
-	_, err = hostile.WriteZarr(dir, true)
-	return dir, err
-})
-
+// hostileInputs writes every hostile input (FIFOs and sparse files
+// included) under a new temp dir, and returns it and the inputs by name.
 func hostileInputs(t *testing.T) (string, map[string]hostile.ZarrInput) {
 	t.Helper()
-	root, err := hostileRoot()
-	if err != nil {
+	root := t.TempDir()
+	if _, err := hostile.WriteZarr(root, true); err != nil {
 		t.Fatal(err)
 	}
 	ins, err := hostile.WriteZarr(t.TempDir(), false) // the list (no large files)
