@@ -55,7 +55,7 @@ func NewChunk(r io.ReaderAt, size int64) (*Chunk, error) {
 	head := *hp
 	got, err := r.ReadAt(head, 0)
 	if err != nil && !(errors.Is(err, io.EOF) && got > 0) {
-		return nil, fmt.Errorf("%w: reading header: %w", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: reading header: %w: %w", ErrCorrupt, errRead, err)
 	}
 	head = head[:got]
 	h, err := ParseHeader(head)
@@ -116,7 +116,7 @@ func (c *Chunk) readAt(p []byte, off int64) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("%w: reading %d bytes at %d: %w", ErrCorrupt, len(p), off, err)
+	return fmt.Errorf("%w: reading %d bytes at %d: %w: %w", ErrCorrupt, len(p), off, errRead, err)
 }
 
 func (c *Chunk) parse() error {

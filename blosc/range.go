@@ -174,7 +174,7 @@ func (s *blockSrc) get(lo, hi, ahead int) ([]byte, error) {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, fmt.Errorf("%w: reading %d bytes at %d: %w", ErrCorrupt, end-lo, s.start+int64(lo), err)
+		return nil, fmt.Errorf("%w: reading %d bytes at %d: %w: %w", ErrCorrupt, end-lo, s.start+int64(lo), errRead, err)
 	}
 	if len(s.spans) < 32 {
 		s.spans = append(s.spans, [2]int{lo, end})
@@ -195,7 +195,7 @@ func (s *blockSrc) readTo(p []byte, lo int) error {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("%w: reading %d bytes at %d: %w", ErrCorrupt, len(p), s.start+int64(lo), err)
+		return fmt.Errorf("%w: reading %d bytes at %d: %w: %w", ErrCorrupt, len(p), s.start+int64(lo), errRead, err)
 	}
 	return nil
 }
