@@ -158,6 +158,16 @@ type ChunkReader struct {
 	direct atomic.Int64 // blocks decoded straight into a read's buffer, bypassing the cache
 	ranged atomic.Int64 // parts of blocks decoded alone into a read's buffer
 
+	gens atomic.Uint64 // numbers the parsed chunks (chunkSlot.gen)
+
+	// bad remembers the blocks that failed to decode, by chunk, block and
+	// the parse of the chunk (its gen): reading one again gives the same
+	// error without reading or decoding it. badN counts them, so that a
+	// read looks nothing up while none failed.
+	badMu sync.Mutex
+	bad   map[badKey]error
+	badN  atomic.Int32
+
 	partMu sync.Mutex
 	parts  [partsKept]BlockKey // the blocks of the last partial decodes
 	partN  int                 // how many parts were ever recorded
@@ -253,8 +263,20 @@ type chunkSlot struct {
 	done  atomic.Bool // set after once ran: skips building its closure
 	c     *blosc.Chunk
 	err   error
-	bytes int64 // memory charged for c (guarded by the reader's mu)
+	bytes int64  // memory charged for c (guarded by the reader's mu)
+	gen   uint64 // the reader's number of this parse of the chunk
 }
+
+// badKey names a block of one parse of a chunk (see ChunkReader.bad).
+type badKey struct {
+	chunk int
+	block int
+	gen   uint64
+}
+
+// maxBadBlocks bounds the failed blocks a reader remembers; past it one
+// is forgotten for each new one.
+const maxBadBlocks = 256
 
 // maxParsedChunks bounds the number of parsed chunk headers kept.
 const maxParsedChunks = 4096
@@ -394,10 +416,16 @@ func (r *ChunkReader) Size() int64 { return r.src.ChunkOffset(r.src.NumChunks())
 
 // Chunk returns parsed chunk i.
 func (r *ChunkReader) Chunk(i int) (*blosc.Chunk, error) {
+	c, _, err := r.chunk(i)
+	return c, err
+}
+
+// chunk returns parsed chunk i and the number of its parse.
+func (r *ChunkReader) chunk(i int) (*blosc.Chunk, uint64, error) {
 	r.mu.Lock()
 	s, ok := r.chunks.Get(i)
 	if !ok {
-		s = new(chunkSlot)
+		s = &chunkSlot{gen: r.gens.Add(1)}
 		r.chunks.Add(i, s)
 	}
 	r.mu.Unlock()
@@ -425,7 +453,7 @@ func (r *ChunkReader) Chunk(i int) (*blosc.Chunk, error) {
 		}
 		r.mu.Unlock()
 	}
-	return s.c, s.err
+	return s.c, s.gen, s.err
 }
 
 // ChunkSpecial reports whether chunk i is a special chunk (zeros, NaN,
@@ -524,6 +552,7 @@ const (
 type piece struct {
 	chunk, block int
 	c            *blosc.Chunk
+	gen          uint64 // the parse of the chunk c is
 	from, n      int    // the byte range [from, from+n) of the block
 	dst          []byte // where it goes; nil for readWarm
 }
@@ -610,7 +639,7 @@ func (r *ChunkReader) split(pieces []piece, off, n int64, p []byte) ([]piece, in
 	done := int64(0)
 	for start := len(pieces); done < n && len(pieces)-start < maxBatch; {
 		i := r.chunkAt(pos)
-		c, err := r.Chunk(i)
+		c, gen, err := r.chunk(i)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -625,7 +654,7 @@ func (r *ChunkReader) split(pieces []piece, off, n int64, p []byte) ([]piece, in
 		if k <= 0 {
 			return nil, 0, fmt.Errorf("%s: chunk %d: %w: no block holds offset %d", r.name, i, ErrFormat, in)
 		}
-		pc := piece{chunk: i, block: b, c: c, from: from, n: k}
+		pc := piece{chunk: i, block: b, c: c, gen: gen, from: from, n: k}
 		if p != nil {
 			pc.dst = p[done : done+int64(k)]
 		}
@@ -657,11 +686,57 @@ func (r *ChunkReader) deliver(pc piece, blk *bcache.Ref, mode readMode) {
 // going through the cache would only add a copy. A warm piece whose block
 // the reader has passed is skipped.
 func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) error {
+	if err := r.failed(pc); err != nil {
+		return err
+	}
 	err := r.fillPiece(pc, mode, reader)
-	if err != nil && errors.Is(err, ErrStale) {
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrStale):
 		r.forget(pc.chunk, pc.c)
+	default:
+		r.rememberBad(pc, err)
 	}
 	return err
+}
+
+// failed returns the error of piece pc's block if it failed to decode
+// before (in this parse of its chunk).
+func (r *ChunkReader) failed(pc piece) error {
+	if r.badN.Load() == 0 {
+		return nil
+	}
+	r.badMu.Lock()
+	defer r.badMu.Unlock()
+	return r.bad[badKey{pc.chunk, pc.block, pc.gen}]
+}
+
+// rememberBad remembers that piece pc's block failed to decode with err,
+// when err says so of its bytes: not a failure to read them (which a
+// retry may not meet), nor the refusal of a block larger than the
+// reader's bound (which costs nothing to find again). The container is
+// one version of its file (a Zarr array's chunks, one version each: a
+// chunk parsed anew is decoded anew), so a hostile block costs one
+// decode, not one per read.
+func (r *ChunkReader) rememberBad(pc piece, err error) {
+	if !(errors.Is(err, blosc.ErrCorrupt) || errors.Is(err, blosc.ErrUnsupported)) ||
+		blosc.ReadFailed(err) || Transient(err) || errors.Is(err, ErrUnsupported) {
+		return
+	}
+	r.badMu.Lock()
+	defer r.badMu.Unlock()
+	if r.bad == nil {
+		r.bad = map[badKey]error{}
+	}
+	k := badKey{pc.chunk, pc.block, pc.gen}
+	if _, ok := r.bad[k]; !ok && len(r.bad) >= maxBadBlocks {
+		for old := range r.bad {
+			delete(r.bad, old)
+			break
+		}
+	}
+	r.bad[k] = err
+	r.badN.Store(int32(len(r.bad)))
 }
 
 // forget drops chunk i, parsed as c, and its cached blocks: its stored
