@@ -362,7 +362,7 @@ func (c *Chunk) Decode(dst []byte) error {
 		off, end := c.BlockOffset(i), c.BlockOffset(i)+int64(c.BlockLen(i))
 		b := dst[off:end:end]
 		if whole != nil {
-			if err := c.decodeFrom(b, i, ref, whole[int64(c.bstarts[i])-lo:int64(c.bends[i])-lo]); err != nil {
+			if err := c.decodeFrom(b, i, ref, whole[int64(c.bstarts[i])-lo:int64(c.bends[i])-lo], 0); err != nil {
 				return fmt.Errorf("block %d: %w", i, err)
 			}
 		} else if err := c.DecodeBlockRef(b, i, ref); err != nil {
@@ -450,7 +450,7 @@ func (c *Chunk) DecodeBlockRef(dst []byte, i int, ref []byte) error {
 	case c.Memcpyed():
 		return c.readAt(dst, int64(c.Len())+off)
 	}
-	if err := c.decodeStreams(dst, i, ref); err != nil {
+	if err := c.decodeStreams(dst, i, ref, 0); err != nil {
 		return fmt.Errorf("block %d: %w", i, err)
 	}
 	return nil
@@ -493,17 +493,20 @@ func inPlace(r io.ReaderAt) (InPlaceReader, int64, int64, bool) {
 	return nil, 0, 0, false
 }
 
-func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte) error {
+// decodeStreams decodes block i into dst from its compressed bytes, read
+// from memory, in place or with a read; with planes > 0, it decodes its
+// planes streams and leaves them as they are (see DecodeBlockPlanes).
+func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte, planes int) error {
 	start, end := int64(c.bstarts[i]), int64(c.bends[i])
 	if c.data != nil {
-		return c.decodeFrom(dst, i, ref, c.data[start:end])
+		return c.decodeFrom(dst, i, ref, c.data[start:end], planes)
 	}
 	// Not for libzstd: a fault on a mapping (the file shrank) inside C
 	// code cannot be turned into an error; it would kill the process.
 	cZstd := c.Codec() == CodecZstd && libzstd() != nil
 	if ip, base, n, ok := inPlace(c.r); ok && !cZstd && end <= n && end <= int64(c.Cbytes) {
 		if ok, err := ip.ReadInPlace(base+start, end-start, func(src []byte) error {
-			return c.decodeFrom(dst, i, ref, src)
+			return c.decodeFrom(dst, i, ref, src, planes)
 		}); ok {
 			return err
 		}
@@ -514,11 +517,15 @@ func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte) error {
 	if err := c.readAt(src, start); err != nil {
 		return err
 	}
-	return c.decodeFrom(dst, i, ref, src)
+	return c.decodeFrom(dst, i, ref, src, planes)
 }
 
-// decodeFrom decodes block i from its compressed bytes src.
-func (c *Chunk) decodeFrom(dst []byte, i int, ref, src []byte) error {
+// decodeFrom decodes block i from its compressed bytes src; with planes
+// > 0, its planes streams only (see DecodeBlockPlanes).
+func (c *Chunk) decodeFrom(dst []byte, i int, ref, src []byte, planes int) error {
+	if planes > 0 {
+		return c.decodeSplit(dst, src, planes, nil)
+	}
 	// dst is the caller's, capped at its length by DecodeBlockRef: the
 	// codec writes nothing behind it. A filtered block decodes into
 	// scratch first, whose spare room lets zstd use its fast copies.
