@@ -62,7 +62,7 @@ func (r countingReader) ReadAt(p []byte, off int64) (int, error) {
 
 // TestFailedBlockRemembered reads a block that does not decode again
 // and again, through every path of a read (a whole block, a part of it
-// as a random and as a sequential reader, a read-ahead): it
+// as a random and as a sequential reader, a gather, a read-ahead): it
 // is decoded once, and then fails at once with the same error. A failed
 // read of its bytes (EIO) is not remembered.
 func TestFailedBlockRemembered(t *testing.T) {
@@ -98,6 +98,9 @@ func TestFailedBlockRemembered(t *testing.T) {
 			func() error { _, err := r.ReadAt(buf[:4096], blockAt+5000); return err },
 			func() error { _, err := r.ReadAtOnce(buf, blockAt); return err },
 			func() error { _, err := r.ReadAtOnce(buf[:200<<10], blockAt); return err },
+			func() error {
+				return r.ReadRuns(buf, []Run{{At: blockAt, To: 0, N: 100}, {At: blockAt + 1000, To: 100, N: 100}}, true)
+			},
 			func() error { return r.Prefetch(blockAt, 256<<10, nil) },
 		}
 		for round := range 3 {

@@ -492,6 +492,38 @@ func ChunkAt(src ChunkSource, off int64) int {
 // key returns the cache key of block b of chunk i.
 func (r *ChunkReader) key(i, b int) BlockKey { return BlockKey{r.id, int64(i), int32(b)} }
 
+// planesKey returns the cache key of block b of chunk i kept as its byte
+// planes (blosc.DecodeBlockPlanes).
+func (r *ChunkReader) planesKey(i, b int) BlockKey { return BlockKey{r.id, int64(i), int32(-2 - b)} }
+
+// pieceKey returns the cache key of the block that piece pc is read
+// from.
+func (r *ChunkReader) pieceKey(pc piece) BlockKey {
+	if pc.planes > 1 {
+		return r.planesKey(pc.chunk, pc.block)
+	}
+	return r.key(pc.chunk, pc.block)
+}
+
+// planesBlock returns block b of chunk i as its byte planes, through the
+// cache, pinned.
+func (r *ChunkReader) planesBlock(i int, c *blosc.Chunk, b int) (*bcache.Ref, error) {
+	k := r.planesKey(i, b)
+	if ref, ok := r.cache.TryAcquire(k); ok {
+		return ref, nil
+	}
+	return r.cache.Acquire(k, func() ([]byte, error) {
+		if err := r.checkBlock(i, c, b); err != nil {
+			return nil, err
+		}
+		out := r.cache.Alloc(c.BlockLen(b))
+		if err := c.DecodeBlockPlanes(out, b); err != nil {
+			return nil, fmt.Errorf("%s: chunk %d: %w", r.name, i, err)
+		}
+		return out, nil
+	})
+}
+
 // block returns decoded block b of chunk i through the cache, pinned.
 func (r *ChunkReader) block(i int, c *blosc.Chunk, b int) (*bcache.Ref, error) {
 	k := r.key(i, b)
@@ -553,8 +585,15 @@ type piece struct {
 	chunk, block int
 	c            *blosc.Chunk
 	gen          uint64 // the parse of the chunk c is
-	from, n      int    // the byte range [from, from+n) of the block
-	dst          []byte // where it goes; nil for readWarm
+	from, n      int    // the byte range [from, from+n) of the block (n: of all wins)
+	dst          []byte // where it goes; nil for readWarm and a gather
+	// wins, when not nil, are the block's pieces of a gather (ReadRuns),
+	// which follow one another in the block, each with where it goes.
+	wins []blosc.Window
+	win0 int // where wins start in the gather's list, while it is built
+	// planes is the item size of the byte planes that a gather's block
+	// is cached as (blosc.DecodeBlockPlanes), 0 or 1 for its bytes.
+	planes int
 }
 
 // ReadAt reads plain bytes. It is safe for concurrent use.
@@ -597,6 +636,150 @@ func (r *ChunkReader) Prefetch(off, n int64, reader func() int64) error {
 		off, n = off+done, n-done
 	}
 	return nil
+}
+
+// A Run is one piece of a gather (ChunkReader.ReadRuns): the N plain
+// bytes at offset At go to p[To:To+N].
+type Run struct{ At, To, N int64 }
+
+// ReadRuns copies the plain bytes of each run into p: a gather, such as
+// the rows of an N-D array's chunks that one read of its C-order view
+// takes. The runs of one block should be adjacent in runs (those of a
+// chunk together, in the order of their offsets): a block that several
+// adjacent runs read is pinned once for all of them. A sequential reader
+// (once, as ReadAtOnce) that takes all of a block nobody has decoded,
+// and a random reader that takes a small part of a large one, decode
+// the runs straight into place (blosc.Chunk.DecodeBlockWindows); other
+// blocks are decoded into the cache, where the calls that read their
+// other runs find them (the rows of a chunk of a 2-D array lie in many
+// reads of its view, a few kilobytes in each): as byte planes, each run
+// unshuffled from them into place, where the runs are long enough. A
+// block that one run reads alone is read as ReadAt reads it. The missing
+// blocks of a call decode in parallel; those that such sequential reads
+// have read all of leave the cache. It is safe for concurrent use.
+func (r *ChunkReader) ReadRuns(p []byte, runs []Run, once bool) error {
+	mode := readKeep
+	if once {
+		mode = readOnce
+	}
+	size := r.Size()
+	g := gathers.Get().(*gather)
+	defer g.put()
+	ci, cstart, cend := -1, int64(0), int64(0)
+	var c *blosc.Chunk
+	var gen uint64
+	for _, run := range runs {
+		if run.N <= 0 {
+			continue
+		}
+		if run.At < 0 || run.At > size-run.N || run.To < 0 || run.To > int64(len(p))-run.N {
+			return fmt.Errorf("%s: run of %d bytes from %d to %d: outside the %d plain bytes or the %d-byte buffer", r.name, run.N, run.At, run.To, size, len(p))
+		}
+		at, to, n := run.At, run.To, run.N
+		for n > 0 {
+			if at < cstart || at >= cend {
+				i := r.chunkAt(at)
+				cc, cg, err := r.chunk(i)
+				if err != nil {
+					return err
+				}
+				cstart, cend = r.src.ChunkOffset(i), r.src.ChunkOffset(i+1)
+				if int64(cc.Nbytes) != cend-cstart {
+					return fmt.Errorf("%s: chunk %d: %w: header says %d bytes, index %d", r.name, i, ErrFormat, cc.Nbytes, cend-cstart)
+				}
+				ci, c, gen = i, cc, cg
+			}
+			in := at - cstart
+			b := c.BlockAt(in)
+			from := in - c.BlockOffset(b)
+			k := min(int64(c.BlockLen(b))-from, n)
+			if k <= 0 {
+				return fmt.Errorf("%s: chunk %d: %w: no block holds offset %d", r.name, ci, ErrFormat, in)
+			}
+			if l := len(g.pieces) - 1; l >= 0 && g.pieces[l].chunk == ci && g.pieces[l].block == b && g.pieces[l].c == c &&
+				int(from) >= g.wins[len(g.wins)-1].From+len(g.wins[len(g.wins)-1].Dst) {
+				g.pieces[l].n += int(k)
+			} else {
+				if len(g.pieces) == maxBatch {
+					if err := g.flush(r, p, mode); err != nil {
+						return err
+					}
+				}
+				g.pieces = append(g.pieces, piece{chunk: ci, block: b, c: c, gen: gen, n: int(k), win0: len(g.wins)})
+			}
+			g.wins = append(g.wins, blosc.Window{From: int(from), Dst: p[to : to+k : to+k]})
+			at, to, n = at+k, to+k, n-k
+		}
+	}
+	return g.flush(r, p, mode)
+}
+
+// planesMinRun is the least mean length of the windows of a gather
+// whose block is cached as byte planes: each window is then unshuffled
+// from them straight into place, where its block is otherwise
+// unshuffled whole into the cache and each window copied out. Shorter
+// windows (the rows of a 3-D float32 cube's chunks, 720 bytes) cost more
+// to unshuffle one by one than a copy each.
+const planesMinRun = 2 << 10
+
+// gather is the scratch of a ReadRuns call: the pieces of the blocks it
+// reads, and their windows.
+type gather struct {
+	pieces []piece
+	wins   []blosc.Window
+}
+
+var gathers = sync.Pool{New: func() any { return new(gather) }}
+
+// put clears g (its pieces point into chunks and buffers) and pools it.
+func (g *gather) put() {
+	clear(g.pieces)
+	clear(g.wins)
+	g.pieces, g.wins = g.pieces[:0], g.wins[:0]
+	if cap(g.wins) > 1<<16 { // a huge gather: do not keep its memory
+		g.wins = nil
+	}
+	gathers.Put(g)
+}
+
+// flush serves the pieces gathered so far and starts afresh. A piece of
+// one window is an ordinary piece (a part of a block, whose paths avoid
+// the cache where they can); the others gather from their block, kept
+// in the cache as its byte planes where it has them.
+func (g *gather) flush(r *ChunkReader, p []byte, mode readMode) error {
+	for k := range g.pieces {
+		pc := &g.pieces[k]
+		end := len(g.wins)
+		if k+1 < len(g.pieces) {
+			end = g.pieces[k+1].win0
+		}
+		wins := g.wins[pc.win0:end]
+		pc.from = wins[0].From
+		ts := 1
+		if !pc.c.NeedsBlock0() {
+			ts = pc.c.PlanesTypesize(pc.block)
+		}
+		planes := ts > 1 && r.cache.Contains(r.planesKey(pc.chunk, pc.block))
+		switch {
+		case len(wins) == 1 && !planes:
+			pc.dst = wins[0].Dst
+		case planes:
+			// One window is a gather too where its block is cached as
+			// planes (the last row of a chunk the read before took the
+			// rest of).
+			pc.wins, pc.planes = wins, ts
+		default:
+			pc.wins = wins
+			if ts > 1 && pc.n/len(wins) >= planesMinRun && !r.cache.Contains(r.key(pc.chunk, pc.block)) {
+				pc.planes = ts
+			}
+		}
+	}
+	err := r.fill(g.pieces, mode, nil)
+	clear(g.pieces)
+	clear(g.wins)
+	g.pieces, g.wins = g.pieces[:0], g.wins[:0]
+	return err
 }
 
 func (r *ChunkReader) read(p []byte, off int64, mode readMode) (int, error) {
@@ -670,11 +853,22 @@ func (r *ChunkReader) split(pieces []piece, off, n int64, p []byte) ([]piece, in
 // dropped (but not a block 0 that the chunk's other blocks need as delta
 // reference).
 func (r *ChunkReader) deliver(pc piece, blk *bcache.Ref, mode readMode) {
-	if mode != readWarm {
+	switch {
+	case mode == readWarm:
+	case pc.planes > 1:
+		for _, w := range pc.wins {
+			blosc.UnshufflePlanes(w.Dst, blk.Bytes(), pc.planes, w.From)
+		}
+	case pc.wins != nil:
+		b := blk.Bytes()
+		for _, w := range pc.wins {
+			copy(w.Dst, b[w.From:])
+		}
+	default:
 		copy(pc.dst, blk.Bytes()[pc.from:])
 	}
 	if mode == readOnce && blk.Consume(pc.n) && (pc.block > 0 || !pc.c.NeedsBlock0()) {
-		r.cache.RemoveRef(r.key(pc.chunk, pc.block), blk) // while pinned: not a reloaded copy
+		r.cache.RemoveRef(r.pieceKey(pc), blk) // while pinned: not a reloaded copy
 	}
 	blk.Release()
 }
@@ -748,10 +942,11 @@ func (r *ChunkReader) forget(i int, c *blosc.Chunk) {
 	}
 	r.mu.Unlock()
 	for b := range c.NumBlocks() {
-		k := r.key(i, b)
-		if ref, ok := r.cache.TryAcquire(k); ok {
-			r.cache.RemoveRef(k, ref)
-			ref.Release()
+		for _, k := range []BlockKey{r.key(i, b), r.planesKey(i, b)} {
+			if ref, ok := r.cache.TryAcquire(k); ok {
+				r.cache.RemoveRef(k, ref)
+				ref.Release()
+			}
 		}
 	}
 }
@@ -760,6 +955,9 @@ func (r *ChunkReader) forget(i int, c *blosc.Chunk) {
 func (r *ChunkReader) fillPiece(pc piece, mode readMode, reader func() int64) error {
 	if reader != nil && r.src.ChunkOffset(pc.chunk)+pc.c.BlockOffset(pc.block)+int64(pc.c.BlockLen(pc.block)) <= reader() {
 		return nil
+	}
+	if pc.wins != nil {
+		return r.fillGather(pc, mode)
 	}
 	if mode == readOnce && pc.from == 0 && pc.n < pc.c.BlockLen(pc.block) && 2*pc.n >= pc.c.BlockLen(pc.block) &&
 		pc.c.BlockLen(pc.block)-pc.n <= maxRest && !pc.c.NeedsBlock0() && !r.cache.Contains(r.key(pc.chunk, pc.block)) {
@@ -825,6 +1023,49 @@ func (r *ChunkReader) fillPiece(pc piece, mode readMode, reader func() int64) er
 	return nil
 }
 
+// fillGather serves a piece of a gather: several windows of one block.
+// A sequential reader (or one without a cache) that takes all of a block
+// nobody has decoded, and a random reader that takes a small part of a
+// large one (see partial), decode the windows straight into place;
+// otherwise the block goes through the cache, as its byte planes where
+// it has them, for the reads of its other windows to take: the rows of
+// an N-D array's chunk lie in many reads of its view.
+func (r *ChunkReader) fillGather(pc piece, mode readMode) error {
+	bl := pc.c.BlockLen(pc.block)
+	_, none := r.cache.(NoCache)
+	direct := mode != readWarm && !pc.c.NeedsBlock0() && (pc.n == bl && (mode == readOnce || none) &&
+		!r.cache.Contains(r.key(pc.chunk, pc.block)) && !r.cache.Contains(r.planesKey(pc.chunk, pc.block)) ||
+		r.partial(pc, mode))
+	if direct {
+		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+			return err
+		}
+		t := time.Now()
+		if err := pc.c.DecodeBlockWindows(pc.block, pc.wins); err != nil {
+			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
+		}
+		r.observe(pc.n, t)
+		if pc.n == bl {
+			r.direct.Add(1)
+		} else {
+			r.ranged.Add(1)
+		}
+		return nil
+	}
+	var blk *bcache.Ref
+	var err error
+	if pc.planes > 1 {
+		blk, err = r.planesBlock(pc.chunk, pc.c, pc.block)
+	} else {
+		blk, err = r.block(pc.chunk, pc.c, pc.block)
+	}
+	if err != nil {
+		return err
+	}
+	r.deliver(pc, blk, mode)
+	return nil
+}
+
 // observe reports n bytes decoded since t outside the cache to the
 // cache's DecodeObserver, if it has one.
 func (r *ChunkReader) observe(n int, t time.Time) {
@@ -856,7 +1097,7 @@ func (r *ChunkReader) partial(pc piece, mode readMode) bool {
 		return false
 	}
 	k := r.key(pc.chunk, pc.block)
-	if r.cache.Contains(k) {
+	if r.cache.Contains(k) || pc.wins != nil && r.cache.Contains(r.planesKey(pc.chunk, pc.block)) {
 		return false
 	}
 	r.partMu.Lock()
@@ -876,21 +1117,21 @@ func (r *ChunkReader) partial(pc piece, mode readMode) bool {
 // are missing they decode in parallel, bounded by the number of CPUs.
 func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) error {
 	if len(pieces) == 1 && mode != readWarm {
-		if mode == readOnce && r.takeRest(pieces[0]) {
+		if mode == readOnce && pieces[0].wins == nil && r.takeRest(pieces[0]) {
 			return nil
 		}
 		return r.fillOne(pieces[0], mode, nil)
 	}
 	missing := pieces[:0:0]
 	for k, pc := range pieces {
-		if mode == readOnce && r.takeRest(pc) {
+		if mode == readOnce && pc.wins == nil && r.takeRest(pc) {
 			continue
 		}
 		if mode == readWarm {
 			if r.cache.Contains(r.key(pc.chunk, pc.block)) {
 				continue
 			}
-		} else if blk, ok := r.cache.TryAcquire(r.key(pc.chunk, pc.block)); ok {
+		} else if blk, ok := r.cache.TryAcquire(r.pieceKey(pc)); ok {
 			r.deliver(pc, blk, mode)
 			continue
 		}
