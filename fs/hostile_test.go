@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/hostile"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -27,7 +27,7 @@ import (
 // skip, in CI.
 func mountSrc(t *testing.T, src, base string, opts Options) (mnt string, logs *syncBuffer) {
 	t.Helper()
-	if skip, fail := testutil.MountPrereqs("these tests"); fail != "" {
+	if skip, fail := testkit.MountPrereqs("these tests"); fail != "" {
 		t.Fatal(fail)
 	} else if skip != "" {
 		t.Skip(skip)

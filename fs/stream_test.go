@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/gridfiles"
+	"github.com/bloscfs/bloscfs/internal/testkit/gridfiles"
 	"golang.org/x/sys/unix"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -521,7 +521,7 @@ func TestDeadMount(t *testing.T) {
 func TestUnmountAbortsStuckDaemon(t *testing.T) {
 	requireRoot(t)
 	stuck := filepath.Join(t.TempDir(), "bloscfs")
-	if err := testutil.BuildCommand(stuck, "./integration/internal/stuckd"); err != nil {
+	if err := testkit.BuildCommand(stuck, "./integration/internal/stuckd"); err != nil {
 		t.Fatal(err)
 	}
 	src := t.TempDir()

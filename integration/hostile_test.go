@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/hostile"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 	"golang.org/x/sys/unix"
 )
 
@@ -243,7 +243,7 @@ func TestSourceShrinksUnderMount(t *testing.T) {
 
 // TestHostileZarrMount is issue 33's acceptance test for a local tree: a
 // mount with --cache-size 64MiB over a directory of every hostile Zarr
-// input (internal/hostile: codec bombs, huge dictionaries and item
+// input (internal/testkit/hostile: codec bombs, huge dictionaries and item
 // sizes, sparse metadata and shard indexes, FIFOs as metadata, chunk and
 // shard) beside a sound array. Every listing, stat and read returns
 // within seconds, hostile data fail with EIO, the daemon's peak RSS

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 )
@@ -58,7 +58,7 @@ func testMain(m *testing.M) int {
 		}
 	}
 	defer emergencyUnmount()
-	if skipReason, setupErr = testutil.MountPrereqs("integration tests"); skipReason != "" || setupErr != "" {
+	if skipReason, setupErr = testkit.MountPrereqs("integration tests"); skipReason != "" || setupErr != "" {
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "bloscfs-integration-")
@@ -76,7 +76,7 @@ func testMain(m *testing.M) int {
 }
 
 // goBuild builds ./cmd/bloscfs into out with extra build flags.
-func goBuild(out string, flags ...string) error { return testutil.BuildBloscfs(out, flags...) }
+func goBuild(out string, flags ...string) error { return testkit.BuildBloscfs(out, flags...) }
 
 // raceBinary returns a bloscfs binary built with -race (built once).
 func raceBinary(t *testing.T) string {
@@ -115,11 +115,11 @@ func requireTool(t *testing.T, name string) string {
 }
 
 // result is what a finished program left behind.
-type result = testutil.Result
+type result = testkit.Result
 
 // runProg runs a program with a timeout.
 func runProg(timeout time.Duration, name string, args ...string) result {
-	return testutil.Run(timeout, name, args...)
+	return testkit.Run(timeout, name, args...)
 }
 
 // mustRun runs a program and fails the test unless it exits 0.
@@ -135,7 +135,7 @@ func mustRun(t testing.TB, name string, args ...string) []byte {
 // pythonNumpy returns Debian's python3 that imports numpy.
 func pythonNumpy(t *testing.T) string {
 	t.Helper()
-	return testutil.Python(t, "numpy")
+	return testkit.Python(t, "numpy")
 }
 
 // runWithJSON runs `py -c script` with input as JSON on stdin and returns

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/gridfiles"
+	"github.com/bloscfs/bloscfs/internal/testkit/gridfiles"
 )
 
 // TestParallelDecodeMatchesSerial is the differential test of the paths

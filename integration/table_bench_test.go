@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -312,7 +312,7 @@ func BenchmarkTable(b *testing.B) {
 	if setupErr != "" {
 		b.Fatal(setupErr)
 	}
-	py := testutil.Python(b, "blosc", "numpy")
+	py := testkit.Python(b, "blosc", "numpy")
 	lib := os.Getenv("BLOSCFS_CBLOSC2")
 	if lib != "" {
 		if _, err := os.Stat(lib); err != nil {
@@ -543,7 +543,7 @@ func BenchmarkZarrTable(b *testing.B) {
 	if setupErr != "" {
 		b.Fatal(setupErr)
 	}
-	py := testutil.Python(b, "zarr", "numcodecs", "numpy")
+	py := testkit.Python(b, "zarr", "numcodecs", "numpy")
 	size := int64(1 << 30)
 	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
 		if n, err := strconv.Atoi(s); err == nil && n > 0 {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // startStuckd starts stuckd (built as bin, named bloscfs) in mode at a
@@ -64,7 +64,7 @@ func startStuckd(t *testing.T, bin, mode string) (dir string, cmd *exec.Cmd, exi
 func TestUnmountOnlyItsMount(t *testing.T) {
 	requireRoot(t)
 	stuck := filepath.Join(t.TempDir(), "bloscfs")
-	if err := testutil.BuildCommand(stuck, "./integration/internal/stuckd"); err != nil {
+	if err := testkit.BuildCommand(stuck, "./integration/internal/stuckd"); err != nil {
 		t.Fatal(err)
 	}
 	dirA, cmdA, exitedA := startStuckd(t, stuck, "exit")

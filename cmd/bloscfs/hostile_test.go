@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/hostile"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 )
 
 // startInterrupted starts the binary with args, waits until it has made

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/hostile"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 )
 
 // TestHostileZarrBucket is issue 33's acceptance test in a bucket: the

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // TestKillDuringRemoteRead SIGKILLs the daemon of a remote mount at
@@ -64,8 +64,8 @@ func TestKillDuringRemoteRead(t *testing.T) {
 		}
 		d := time.Duration(rng.IntN(400)) * time.Millisecond
 		time.Sleep(d)
-		if pid := m.cmd.Process.Pid; !testutil.KillGone(pid, time.Second) {
-			t.Errorf("kill %d (%v into the reads): the daemon survived SIGKILL for 1s; its threads:\n%s", i, d, testutil.KernelStacks(pid))
+		if pid := m.cmd.Process.Pid; !testkit.KillGone(pid, time.Second) {
+			t.Errorf("kill %d (%v into the reads): the daemon survived SIGKILL for 1s; its threads:\n%s", i, d, testkit.KernelStacks(pid))
 		}
 		done := make(chan error, 1)
 		go func() { done <- reader.Wait() }()
@@ -76,7 +76,7 @@ func TestKillDuringRemoteRead(t *testing.T) {
 			t.Fatalf("kill %d: the reader did not exit within 30s of the daemon's death", i)
 		}
 		if ok, _ := bfs.IsMountpoint(m.dir); ok {
-			if r := testutil.Run(30*time.Second, bin, "unmount", m.dir); r.Err != nil {
+			if r := testkit.Run(30*time.Second, bin, "unmount", m.dir); r.Err != nil {
 				t.Fatalf("kill %d: bloscfs unmount of the dead mount: %v", i, r)
 			}
 		}

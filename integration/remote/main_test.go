@@ -24,8 +24,8 @@ import (
 	"time"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/remote"
 )
 
@@ -63,7 +63,7 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
 	flag.Parse()
-	if skipReason, setupErr = testutil.MountPrereqs("remote integration tests"); skipReason != "" || setupErr != "" {
+	if skipReason, setupErr = testkit.MountPrereqs("remote integration tests"); skipReason != "" || setupErr != "" {
 		return m.Run()
 	}
 	gw, err := findVersitygw()
@@ -83,7 +83,7 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bin = filepath.Join(dir, "bloscfs")
-	if err := testutil.BuildBloscfs(bin); err != nil {
+	if err := testkit.BuildBloscfs(bin); err != nil {
 		setupErr = err.Error()
 		return m.Run()
 	}
@@ -305,7 +305,7 @@ func (m *mount) cleanup(t *testing.T) {
 // fails the test.
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	r := testutil.Run(2*time.Minute, name, args...)
+	r := testkit.Run(2*time.Minute, name, args...)
 	if r.Err != nil {
 		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), r)
 	}

@@ -21,9 +21,9 @@ import (
 	"time"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/fakes3"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"golang.org/x/sys/unix"
@@ -156,7 +156,7 @@ func TestNumpy(t *testing.T) {
 }
 
 func testNumpy(t *testing.T, m *mount) {
-	py := testutil.Python(t, "numpy")
+	py := testkit.Python(t, "numpy")
 	// One Python process checks every file (a numpy import costs more
 	// than the reads); it prints one line per file: path, then sha256.
 	var npy, flat []string
@@ -387,7 +387,7 @@ func TestCLI(t *testing.T) {
 	if !strings.HasPrefix(out, "OK") {
 		t.Errorf("verify: %s", out)
 	}
-	r := testutil.Run(5*time.Minute, bin, "verify", "s3://"+bucket+"/")
+	r := testkit.Run(5*time.Minute, bin, "verify", "s3://"+bucket+"/")
 	if r.Code != 1 || !strings.Contains(string(r.Stdout), "FAIL s3://"+bucket+"/invalid_bad_magic.b2frame") || strings.Contains(string(r.Stdout), "FAIL s3://"+bucket+"/codec_") {
 		t.Errorf("verify of the bucket: %v\n%s", r, r.Stdout)
 	}
@@ -424,11 +424,11 @@ func TestCLI(t *testing.T) {
 		t.Error("pack to s3:// then unpack: the bytes differ")
 	}
 	// A failed pack leaves no object behind.
-	r = testutil.Run(time.Minute, bin, "pack", filepath.Join(dir, "missing"), "s3://"+bucket+"/packed/missing.b2frame")
+	r = testkit.Run(time.Minute, bin, "pack", filepath.Join(dir, "missing"), "s3://"+bucket+"/packed/missing.b2frame")
 	if r.Err == nil {
 		t.Error("pack of a missing file succeeded")
 	}
-	if r := testutil.Run(time.Minute, bin, "info", "s3://"+bucket+"/packed/missing.b2frame"); r.Err == nil {
+	if r := testkit.Run(time.Minute, bin, "info", "s3://"+bucket+"/packed/missing.b2frame"); r.Err == nil {
 		t.Error("a failed pack left an object")
 	}
 }

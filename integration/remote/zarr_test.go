@@ -14,14 +14,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/fakes3"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
 	"golang.org/x/sys/unix"
 )
 
 // zarrBucket holds the Zarr stores: v2 written by python3-zarr
 // (testdata/zarr/gen_v2.py), v3 by zarrita (testdata/zarr/zarrita), and
-// a sharded array written by testutil.ShardedZarr.
+// a sharded array written by testkit.ShardedZarr.
 const zarrBucket = "zarr"
 
 var (
@@ -88,7 +88,7 @@ func doUploadZarr() (map[string]string, error) {
 		return nil, err
 	}
 	objs := map[string][]byte{}
-	for k, b := range testutil.ShardedZarr(bigN, bigShard, bigInner) {
+	for k, b := range testkit.ShardedZarr(bigN, bigShard, bigInner) {
 		objs["big.zarr/"+k] = b
 	}
 	for root, prefix := range map[string]string{filepath.Join(dir, "v2"): "v2/", "../../testdata/zarr/zarrita/v3": "v3/"} {

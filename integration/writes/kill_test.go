@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // killGone SIGKILLs pid and reports whether it is gone within d. When it
@@ -21,10 +21,10 @@ import (
 // them) and clears it as a user would: `bloscfs unmount` aborts the
 // connection of a daemon stuck dying on its own mount.
 func killGone(pid int, dir string, d time.Duration) (bool, string) {
-	if testutil.KillGone(pid, d) {
+	if testkit.KillGone(pid, d) {
 		return true, ""
 	}
-	stacks := testutil.KernelStacks(pid)
+	stacks := testkit.KernelStacks(pid)
 	runProg(30*time.Second, bin, "unmount", dir)
 	return false, stacks
 }
@@ -303,7 +303,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		time.Sleep(time.Duration(300+round*400) * time.Millisecond)
 		m.cmd.Process.Signal(syscall.SIGTERM)
 		if !m.waitExit(30 * time.Second) {
-			t.Fatalf("round %d: the daemon still runs 30s after SIGTERM\nlog:\n%s\nits threads:\n%s", round, m.logText(), testutil.ThreadStates(m.daemonPID()))
+			t.Fatalf("round %d: the daemon still runs 30s after SIGTERM\nlog:\n%s\nits threads:\n%s", round, m.logText(), testkit.ThreadStates(m.daemonPID()))
 		}
 		if code := m.cmd.ProcessState.ExitCode(); code != 0 {
 			t.Errorf("round %d: the daemon exited with %d after SIGTERM, want 0\nlog:\n%s", round, code, m.logText())

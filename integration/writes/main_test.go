@@ -22,8 +22,8 @@ import (
 	"time"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 )
 
 var (
@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	if skipReason, setupErr = testutil.MountPrereqs("write-path tests"); skipReason != "" || setupErr != "" {
+	if skipReason, setupErr = testkit.MountPrereqs("write-path tests"); skipReason != "" || setupErr != "" {
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "bloscfs-writes-")
@@ -79,7 +79,7 @@ func testMain(m *testing.M) int {
 }
 
 // goBuild builds ./cmd/bloscfs into out.
-func goBuild(out string) error { return testutil.BuildBloscfs(out) }
+func goBuild(out string) error { return testkit.BuildBloscfs(out) }
 
 // requireRoot skips or fails as TestMain decided.
 func requireRoot(tb testing.TB) {
@@ -107,11 +107,11 @@ func requireTool(tb testing.TB, names ...string) {
 // --- running programs ---
 
 // result is what a finished program left behind.
-type result = testutil.Result
+type result = testkit.Result
 
 // runProg runs a program with a timeout.
 func runProg(timeout time.Duration, name string, args ...string) result {
-	return testutil.Run(timeout, name, args...)
+	return testkit.Run(timeout, name, args...)
 }
 
 // mustRun runs a program and fails the test unless it exits 0.
@@ -131,7 +131,7 @@ func python(tb testing.TB, modules ...string) string {
 	if len(modules) == 0 {
 		modules = []string{"os"}
 	}
-	return testutil.Python(tb, modules...)
+	return testkit.Python(tb, modules...)
 }
 
 // runPy runs a Python script with arguments and returns its stdout; a
@@ -587,7 +587,7 @@ func (m *mount) cleanup(tb testing.TB) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if !m.waitExit(15 * time.Second) {
-			tb.Errorf("cleanup: the daemon of %s survived SIGKILL for 15s; its threads:\n%s", m.dir, testutil.ThreadStates(m.daemonPID()))
+			tb.Errorf("cleanup: the daemon of %s survived SIGKILL for 15s; its threads:\n%s", m.dir, testkit.ThreadStates(m.daemonPID()))
 		}
 	}
 	if isMounted(m.dir) {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
-	"github.com/bloscfs/bloscfs/internal/hostile"
 	"github.com/bloscfs/bloscfs/internal/mmapfile"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -38,7 +38,7 @@ func retained(f func()) int64 {
 	return int64(b.HeapAlloc) - int64(a.HeapAlloc)
 }
 
-// writeHostile writes the crafted file called name (internal/hostile)
+// writeHostile writes the crafted file called name (internal/testkit/hostile)
 // into a temporary directory and returns its path.
 func writeHostile(t *testing.T, name string) string {
 	t.Helper()

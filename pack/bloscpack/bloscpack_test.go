@@ -14,7 +14,7 @@ import (
 	"testing/iotest"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -322,7 +322,7 @@ func TestRewrite(t *testing.T) {
 // TestPythonBloscDecodesOurChunks decodes every chunk of a file we write
 // with Debian's python3-blosc (c-blosc 1.21), as bloscpack would.
 func TestPythonBloscDecodesOurChunks(t *testing.T) {
-	py := testutil_Python(t)
+	py := pythonBlosc(t)
 	src := make([]byte, 1<<20+12345)
 	for i := range src {
 		src[i] = byte(i / 3000)
