@@ -152,8 +152,11 @@ versitygw-wait:
 # use instead: without cgo and with the purego tag (the static build: the
 # packages below are the only ones with such files), with libzstd called
 # through cgo only (nofastcall), and on arm64 (without cgo: a cross vet
-# does not type-check the cgo files).
+# does not type-check the cgo files). First, go.mod and go.sum must be as
+# `go mod tidy` leaves them (it fetches the test dependencies of the
+# modules once, from the module proxy).
 vet:
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) vet -tags nofastcall ./blosc/
 	CGO_ENABLED=0 $(GO) vet -tags purego ./shuffle/ ./blosc/... ./pack/all/ ./internal/mmapfile/
