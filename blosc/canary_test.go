@@ -182,7 +182,7 @@ func canaryGrid(t *testing.T, codecs []int) {
 		typesizes = []int{1, 8, 3}
 		blocksizes = []int{1 << 10, 16 << 10, n}
 	}
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		// Go code runs an order of magnitude slower under the detector,
 		// which does not see the assembly stores this test is about; the
 		// whole grid runs without it (make test's simd step).

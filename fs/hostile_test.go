@@ -294,7 +294,7 @@ func TestPlainSwappedForFIFO(t *testing.T) {
 // daemon's memory stays far below the chunk's size; it used to hold the
 // chunk whole, and more.
 func TestHostileHugeChunkWrite(t *testing.T) {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		// Compressing 2 GiB through instrumented code takes minutes,
 		// and one commit is one goroutine's work.
 		t.Skip("runs without the race detector (make canary)")

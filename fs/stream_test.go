@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/internal/testkit/gridfiles"
 	"golang.org/x/sys/unix"
 )
@@ -308,7 +309,7 @@ func TestStreamDemoteUnshuffled(t *testing.T) {
 	}
 	data := text.Bytes()
 	files := 8
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		files = 2 // instrumented zstd at clevel 9 is slow; make canary runs all 8
 	}
 	for k := 0; k < files; k++ {

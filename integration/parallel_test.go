@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/internal/testkit/gridfiles"
 )
 
@@ -23,7 +24,7 @@ func TestParallelDecodeMatchesSerial(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "4")
 	src := t.TempDir()
 	g := gridfiles.Small()
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		g = gridfiles.Tiny() // this process writes and decodes the files
 	}
 	files, err := gridfiles.Write(src, g)

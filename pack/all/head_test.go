@@ -175,7 +175,7 @@ func TestHeadBad(t *testing.T) {
 // of the bytes succeeds the head tells the same size or that it cannot
 // (pack.ErrNoHead).
 func FuzzOpenHead(f *testing.F) {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		f.Skip("runs without the race detector (make purego, make fuzz)")
 	}
 	fxs, err := fixtures.Load()

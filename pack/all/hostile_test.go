@@ -13,6 +13,7 @@ import (
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
 	"github.com/bloscfs/bloscfs/internal/mmapfile"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
@@ -117,7 +118,7 @@ func TestHostileManyBlocks(t *testing.T) {
 	defer v.Close()
 	cs := v.Size / 2000
 	chunks := int64(200)
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		chunks = 20 // 160 MB parsed: two and a half times the cache, at a tenth of the cost
 	}
 	n := retained(func() {
@@ -141,7 +142,7 @@ func TestHostileManyBlocks(t *testing.T) {
 // an error naming the file past the limit.
 func TestHostileVLMeta(t *testing.T) {
 	var p string
-	if !raceEnabled {
+	if !testkit.RaceEnabled {
 		p = writeHostile(t, "vlmeta_bomb.b2frame")
 	} else {
 		// Writing 40 layers compresses 800 MiB of zeros in code the

@@ -22,7 +22,7 @@ import (
 func TestParallelPathsMatchSerial(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	g := gridfiles.Full()
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		g = gridfiles.Tiny()
 	} else if testing.Short() || puregoBuild {
 		g = gridfiles.Small() // make canary runs the whole grid
@@ -77,7 +77,7 @@ func TestParallelPathsMatchSerial(t *testing.T) {
 // serial decode. No guard byte may change.
 func TestDecodeRangeMatchesSerial(t *testing.T) {
 	g := gridfiles.Small()
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		g = gridfiles.Tiny()
 	}
 	files, err := gridfiles.Write(t.TempDir(), g)

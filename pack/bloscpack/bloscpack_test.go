@@ -14,6 +14,7 @@ import (
 	"testing/iotest"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 )
@@ -76,7 +77,7 @@ func TestFixtures(t *testing.T) {
 			}
 			// Byte-wise reads are slow under -race: there, files up to
 			// 64 KiB (make purego reads every file so).
-			if f.Size() <= 64<<10 || !(raceEnabled || testing.Short()) {
+			if f.Size() <= 64<<10 || !(testkit.RaceEnabled || testing.Short()) {
 				if err := iotest.TestReader(io.NewSectionReader(f, 0, f.Size()), got); err != nil {
 					t.Fatal(err)
 				}

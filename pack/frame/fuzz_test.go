@@ -20,7 +20,7 @@ import (
 // metadata, and copies every chunk into a new frame that must reopen
 // with the same content. Nothing may panic or allocate without bound.
 func FuzzOpenFrame(f *testing.F) {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		// Writing and decoding the seeds (every fixture, an 800 MiB metadata
 		// bomb) takes minutes under the detector, on one goroutine each,
 		// with nothing for it to see. make purego and make fuzz run them
