@@ -11,13 +11,16 @@ import (
 // RELEASE the kernel sends after close returns), instead of sleeping for
 // a guessed while. The pauses between calls grow from 1 ms to 20 ms. cond
 // is called once more after the deadline, so that a condition met during
-// the last pause counts. The caller says what did not happen:
+// the last pause counts. tb may be nil (in a TestMain). The caller says
+// what did not happen:
 //
 //	if !testkit.Eventually(t, 10*time.Second, func() bool { return done.Load() }) {
 //		t.Fatal("not done after 10 s")
 //	}
 func Eventually(tb testing.TB, timeout time.Duration, cond func() bool) bool {
-	tb.Helper()
+	if tb != nil {
+		tb.Helper()
+	}
 	deadline := time.Now().Add(timeout)
 	pause := time.Millisecond
 	for {
