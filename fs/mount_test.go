@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"golang.org/x/sys/unix"

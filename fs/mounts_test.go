@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // TestConnName: the FUSE control filesystem names a connection by the
@@ -50,7 +50,7 @@ func TestConnName(t *testing.T) {
 // leaves it. It is detached when the test ends.
 func deadMountAt(t *testing.T) (string, MountInfo) {
 	t.Helper()
-	if skip, fail := testutil.MountPrereqs("these tests"); fail != "" {
+	if skip, fail := testkit.MountPrereqs("these tests"); fail != "" {
 		t.Fatal(fail)
 	} else if skip != "" {
 		t.Skip(skip)

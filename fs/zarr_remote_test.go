@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/fakes3"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
 	"github.com/bloscfs/bloscfs/remote"
 	"github.com/bloscfs/bloscfs/zarr"
 	"golang.org/x/sys/unix"
@@ -139,7 +139,7 @@ func TestRemoteZarrShardGETs(t *testing.T) {
 	srv := fakes3.New("bkt")
 	defer srv.Close()
 	const n, shard, inner = 4 << 20, 1 << 20, 128 << 10 // 32 MiB in 4 shards of 8 inner chunks of 1 MiB
-	for k, b := range testutil.ShardedZarr(n, shard, inner) {
+	for k, b := range testkit.ShardedZarr(n, shard, inner) {
 		srv.Put("z/big.zarr/"+k, b)
 	}
 	for i := range 5 {
@@ -225,7 +225,7 @@ func TestRemoteZarrConsolidated(t *testing.T) {
 	srv := fakes3.New("bkt")
 	defer srv.Close()
 	const n, shard, inner = 4096, 1024, 256
-	arr := testutil.ShardedZarr(n, shard, inner)
+	arr := testkit.ShardedZarr(n, shard, inner)
 	for _, p := range []string{"g3/a", "g3/sub/b"} {
 		for k, b := range arr {
 			srv.Put(p+"/"+k, b)

@@ -10,47 +10,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 )
 
-// startStuckd starts stuckd (built as bin, named bloscfs) in mode at a
-// new mountpoint, waits for its mount and registers the cleanup (an
-// abort of what is left is the test's own business).
-func startStuckd(t *testing.T, bin, mode string) (dir string, cmd *exec.Cmd, exited chan struct{}) {
+// startStuckd starts stuckd (built as stuck, named bloscfs) in mode at a
+// new mountpoint and waits for its mount. Its cleanup unmounts with
+// bloscfs unmount, which aborts the connection of a daemon stuck in its
+// exit.
+func startStuckd(t *testing.T, stuck, mode string) *mount {
 	t.Helper()
-	dir = newMountpoint(t)
-	cmd = exec.Command(bin, "mount", "-f", t.TempDir(), dir)
+	dir := mounttest.NewMountpoint(t)
+	cmd := exec.Command(stuck, "mount", "-f", t.TempDir(), dir)
 	cmd.Env = append(os.Environ(), "STUCKD_MODE="+mode)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited = make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	register(dir, cmd.Process.Pid)
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGKILL)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			// Stuck: the test's own unmount did not clear it.
-			runProg(30*time.Second, bin, "unmount", dir)
-		}
-		for isMounted(dir) {
-			if r := runProg(30*time.Second, "umount", "-l", dir); r.Err != nil {
-				t.Errorf("cleanup: umount -l %s: %v", dir, r)
-				return
-			}
-		}
-		liveMu.Lock()
-		delete(live, dir)
-		liveMu.Unlock()
-	})
-	if _, ok := waitMounted(dir, 10*time.Second); !ok {
-		t.Fatalf("stuckd (%s) did not mount: %s", mode, out.String())
-	}
-	return dir, cmd, exited
+	m := mounttest.Start(t, cmd, dir)
+	m.Bin = bin
+	return m
 }
 
 // TestUnmountOnlyItsMount: two mounts whose daemons look alike to the
@@ -62,13 +37,14 @@ func startStuckd(t *testing.T, bin, mode string) (dir string, cmd *exec.Cmd, exi
 // connection). `bloscfs unmount A` aborts A's connection, and the stuck
 // process exits (issue 33, point 11).
 func TestUnmountOnlyItsMount(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	stuck := filepath.Join(t.TempDir(), "bloscfs")
-	if err := testutil.BuildCommand(stuck, "./integration/internal/stuckd"); err != nil {
+	if err := testkit.BuildCommand(stuck, "./integration/internal/stuckd"); err != nil {
 		t.Fatal(err)
 	}
-	dirA, cmdA, exitedA := startStuckd(t, stuck, "exit")
-	dirB, _, exitedB := startStuckd(t, stuck, "slow")
+	a, b := startStuckd(t, stuck, "exit"), startStuckd(t, stuck, "slow")
+	dirA, cmdA, exitedA := a.Dir, a.Cmd, a.Exited
+	dirB, exitedB := b.Dir, b.Exited
 	f, err := os.Open(filepath.Join(dirB, "f"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,11 +57,11 @@ func TestUnmountOnlyItsMount(t *testing.T) {
 		t.Fatal("stuckd in mode exit exited at SIGKILL: it should be stuck in its exit")
 	case <-time.After(time.Second):
 	}
-	if c := cmdline(cmdA.Process.Pid); len(c) != 0 {
+	if c := mounttest.Cmdline(cmdA.Process.Pid); len(c) != 0 {
 		t.Fatalf("the killed daemon still has its command line %q: not stuck in its exit", c)
 	}
 
-	r := runProg(60*time.Second, bin, "unmount", dirB)
+	r := testkit.Run(60*time.Second, bin, "unmount", dirB)
 	t.Logf("bloscfs unmount of the busy mount: %v", r)
 	if strings.Contains(string(r.Stdout), "aborted") || r.Err == nil || !strings.Contains(string(r.Stderr), "busy") {
 		t.Errorf("bloscfs unmount of the busy mount B: %v; want a failure that says it is busy, and no abort", r)
@@ -95,15 +71,15 @@ func TestUnmountOnlyItsMount(t *testing.T) {
 		t.Errorf("B's live daemon exited: its connection was aborted")
 	default:
 	}
-	b := make([]byte, 7)
-	if n, err := f.ReadAt(b, 0); err != nil && n != 7 || string(b) != "stuckd\n" {
-		t.Errorf("reading B's open file after unmount B: %q, %v; want it served", b[:n], err)
+	buf := make([]byte, 7)
+	if n, err := f.ReadAt(buf, 0); err != nil && n != 7 || string(buf) != "stuckd\n" {
+		t.Errorf("reading B's open file after unmount B: %q, %v; want it served", buf[:n], err)
 	}
-	if !isMounted(dirB) {
+	if !mounttest.IsMounted(dirB) {
 		t.Errorf("B was unmounted with a file open there")
 	}
 
-	r = runProg(60*time.Second, bin, "unmount", dirA)
+	r = testkit.Run(60*time.Second, bin, "unmount", dirA)
 	t.Logf("bloscfs unmount of the stuck mount: %v", r)
 	if r.Err != nil || !strings.Contains(string(r.Stdout), "aborted FUSE connection") {
 		t.Errorf("bloscfs unmount of the stuck mount A: %v; want exit 0 and a word on the aborted connection", r)
@@ -113,7 +89,7 @@ func TestUnmountOnlyItsMount(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Errorf("A's stuck daemon still runs 5s after bloscfs unmount")
 	}
-	if isMounted(dirA) {
+	if mounttest.IsMounted(dirA) {
 		t.Errorf("%s is still mounted", dirA)
 	}
 	select {
@@ -139,13 +115,14 @@ func TestMountThroughSymlink(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			src, _ := smallSource(t)
 			os.WriteFile(filepath.Join(src, "hello.txt"), []byte("hello\n"), 0o644)
-			real := newMountpoint(t)
+			real := mounttest.NewMountpoint(t)
 			link := filepath.Join(t.TempDir(), "link")
 			if err := os.Symlink(real, link); err != nil {
 				t.Fatal(err)
 			}
-			m := expectMount(t, src, real)
+			m := mounttest.Expect(t, bin, src, real)
 			log := filepath.Join(t.TempDir(), "log")
+			m.Log = log
 			args := []string{"mount", "--log", log}
 			if c.auto {
 				args = append(args, "-o", "auto_unmount")
@@ -162,41 +139,40 @@ func TestMountThroughSymlink(t *testing.T) {
 					t.Fatal(err)
 				}
 				go cmd.Wait()
-				m.pid = cmd.Process.Pid
+				m.PID = cmd.Process.Pid
 			} else if err := cmd.Run(); err != nil {
 				t.Fatalf("%v: %v: %s", args, err, stderr.String())
 			}
-			if _, ok := waitMounted(real, 30*time.Second); !ok {
+			if !testkit.Eventually(t, 30*time.Second, func() bool { return mounttest.IsMounted(real) }) {
 				t.Fatalf("%s (the link's target) is not mounted: %s", real, stderr.String())
 			}
 			readHello(t, false, link)
 			if !c.fg {
-				if m.pid = findDaemon(real); m.pid == 0 {
-					m.pid = findDaemon(link) // a daemon that kept the link's path
+				if m.PID = mounttest.FindDaemon(real); m.PID == 0 {
+					m.PID = mounttest.FindDaemon(link) // a daemon that kept the link's path
 				}
 			}
-			if m.pid == 0 {
+			if m.PID == 0 {
 				t.Fatal("no daemon serves the mount")
 			}
-			register(real, m.pid)
 			if c.auto {
-				syscall.Kill(m.pid, syscall.SIGKILL)
-				took, ok := waitUnmounted(real, 5*time.Second)
-				if !ok {
-					t.Fatalf("%s is still mounted %v after its daemon was killed\nlog:\n%s", real, took, m.logTextAt(log))
+				syscall.Kill(m.PID, syscall.SIGKILL)
+				killed := time.Now()
+				if !testkit.Eventually(t, 5*time.Second, func() bool { return !mounttest.IsMounted(real) }) {
+					t.Fatalf("%s is still mounted %v after its daemon was killed\nlog:\n%s", real, time.Since(killed), m.LogText())
 				}
-				t.Logf("the dead mount went %v after the SIGKILL", took.Round(time.Millisecond))
+				t.Logf("the dead mount went %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
 				checkUsableEmpty(t, real)
 				return
 			}
-			r := runProg(30*time.Second, bin, "unmount", link)
+			r := testkit.Run(30*time.Second, bin, "unmount", link)
 			if r.Err != nil {
 				t.Fatalf("bloscfs unmount %s (a link to the mountpoint): %v", link, r)
 			}
-			if isMounted(real) {
+			if mounttest.IsMounted(real) {
 				t.Errorf("%s is still mounted after bloscfs unmount of the link", real)
 			}
-			if !m.waitExit(10 * time.Second) {
+			if !m.WaitExit(10 * time.Second) {
 				t.Errorf("the daemon still runs after the unmount")
 			}
 			if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {

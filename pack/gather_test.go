@@ -11,6 +11,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // TestReadRuns gathers random runs (rows of an N-D array's chunks, a
@@ -27,7 +28,7 @@ func TestReadRuns(t *testing.T) {
 	plainShuffle.Filters[4] = 0
 	src2 := newMemSource(t, plain, 1<<20, plainShuffle)
 	rounds := 60
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		rounds = 10
 	}
 	for _, s := range []*memSource{src, src2} {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
 	"github.com/bloscfs/bloscfs/remote"
 )
 

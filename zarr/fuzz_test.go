@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/hostile"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 )
 
 // metaSeeds returns every .zarray and zarr.json of the committed fixtures.
@@ -208,7 +208,7 @@ func (s *fuzzStore) GetRange(key string, off, n int64) ([]byte, error) {
 func (s *fuzzStore) Version(string) (Version, error) { return s.ver, nil }
 
 // hostileSeeds returns the metadata and chunk of each hostile input that
-// is a plain file (internal/hostile).
+// is a plain file (internal/testkit/hostile).
 func hostileSeeds(f *testing.F) (metas, chunks [][]byte) {
 	dir := f.TempDir()
 	ins, err := hostile.WriteZarr(dir, false)
@@ -237,7 +237,7 @@ func hostileSeeds(f *testing.F) (metas, chunks [][]byte) {
 // twice. What one read allocates must stay under a bound computed from
 // the metadata: for each chunk it touches, a few times the chunk's plain
 // size and its largest encoding, plus the shard index, plus the fuzz
-// bound of the input's own size (testutil.AllocBound); a .zattrs of any
+// bound of the input's own size (testkit.AllocBound); a .zattrs of any
 // size costs at most the metadata limit; a chunk that failed to decode
 // is not decoded again by the second read. Seeded with the hostile
 // inputs of issue 33 (a zstd chunk that inflates 24 KiB to 768 MiB, a
@@ -262,9 +262,9 @@ func FuzzZarrRead(f *testing.F) {
 			s.meta[".zarray"] = meta
 		}
 		in := len(meta) + len(chunk)
-		mem := testutil.StartAlloc()
+		mem := testkit.StartAlloc()
 		a, err := Open(s, "", nil)
-		if n := mem.Allocated(); n > testutil.AllocBound(in)+2*MaxMetaSize {
+		if n := mem.Allocated(); n > testkit.AllocBound(in)+2*MaxMetaSize {
 			t.Fatalf("open allocated %d bytes (a .zattrs of %d bytes)", n, attrs)
 		}
 		if err != nil || a.Size() == 0 {
@@ -279,11 +279,11 @@ func FuzzZarrRead(f *testing.F) {
 		if per > (256<<20)/max(1, touched) {
 			return // what the metadata allow is too much to fuzz quickly
 		}
-		bound := testutil.AllocBound(in) + uint64(touched*per)
+		bound := testkit.AllocBound(in) + uint64(touched*per)
 		p := make([]byte, min(a.Size(), read))
 		var errs [2]error
 		for try := range 2 {
-			mem := testutil.StartAlloc()
+			mem := testkit.StartAlloc()
 			_, errs[try] = a.ReadAt(p, 0)
 			a.ReadAt(p, a.Size()-int64(len(p)))
 			if n := mem.Allocated(); n > bound {

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/hostile"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -84,7 +84,7 @@ func withinSeconds(t *testing.T, dir string, f func()) {
 // 1 TiB).
 const hostileAllocBound = 96 << 20
 
-// TestHostileZarr opens each hostile input (internal/hostile) from a
+// TestHostileZarr opens each hostile input (internal/testkit/hostile) from a
 // directory and reads its view's first and last 4 KiB: every call
 // returns, within bounded memory, the right bytes or an error that names
 // what is wrong; nothing blocks, panics or allocates what the input
@@ -107,7 +107,7 @@ func TestHostileZarr(t *testing.T) {
 			var openErr, readErr error
 			var got []byte
 			runtime.GC()
-			mem := testutil.StartAlloc()
+			mem := testkit.StartAlloc()
 			withinSeconds(t, root, func() {
 				if a, openErr = Open(s, "", nil); openErr != nil {
 					return
@@ -382,7 +382,7 @@ func TestShardIndexCache(t *testing.T) {
 // once; a shard replaced is read anew.
 func TestShardIndexShared(t *testing.T) {
 	dir := t.TempDir()
-	for k, v := range testutil.ShardedZarr(1<<12, 1<<10, 1<<6) {
+	for k, v := range testkit.ShardedZarr(1<<12, 1<<10, 1<<6) {
 		p := filepath.Join(dir, k)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, v, 0o644)
@@ -471,7 +471,7 @@ func TestCodecBounds(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/exact=%v", c.name, exact), func(t *testing.T) {
 				const bound = 4096
 				runtime.GC()
-				mem := testutil.StartAlloc()
+				mem := testkit.StartAlloc()
 				out, err := c.c.decompress(c.src, bound, exact)
 				if n := mem.Allocated(); n > 16<<20 {
 					t.Errorf("allocated %d MiB for a bound of %d bytes", n>>20, bound)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/hostile"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 )
 
 // TestHostileZarrBucket is issue 33's acceptance test in a bucket: the
@@ -20,7 +20,7 @@ import (
 // seconds, hostile data fail with EIO, the daemon's peak RSS stays under
 // 512 MiB, and the sound array reads bit-exact.
 func TestHostileZarrBucket(t *testing.T) {
-	requireServer(t)
+	setup.Require(t)
 	dir := t.TempDir()
 	ins, err := hostile.WriteZarr(dir, false)
 	if err != nil {
@@ -52,8 +52,8 @@ func TestHostileZarrBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := mountRemote(t, "s3://"+bucket, "--cache-size", "64MiB")
-	hostile.CheckZarrMount(t, m.dir, ins, "good", want, m.cmd.Process.Pid)
-	if log := m.logText(); !strings.Contains(log, "big_zattrs") {
+	hostile.CheckZarrMount(t, m.Dir, ins, "good", want, m.PID)
+	if log := m.LogText(); !strings.Contains(log, "big_zattrs") {
 		t.Errorf("the 65 MiB .zattrs is not logged:\n%s", log)
 	}
 }

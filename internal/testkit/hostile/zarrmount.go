@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // ZarrCallTimeout guards each call of CheckZarrMount against a hang; it
@@ -36,9 +36,9 @@ func CheckZarrMount(t *testing.T, mnt string, ins []ZarrInput, good string, want
 	t.Helper()
 	var slowest time.Duration
 	var slowCall string
-	run := func(name string, args ...string) testutil.Result {
+	run := func(name string, args ...string) testkit.Result {
 		t0 := time.Now()
-		r := testutil.Run(ZarrCallTimeout, name, args...)
+		r := testkit.Run(ZarrCallTimeout, name, args...)
 		if d := time.Since(t0); d > slowest {
 			slowest, slowCall = d, name+" "+strings.Join(args, " ")
 		}

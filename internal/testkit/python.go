@@ -1,5 +1,4 @@
-// Package testutil holds helpers shared by the tests of several packages.
-package testutil
+package testkit
 
 import (
 	"os/exec"

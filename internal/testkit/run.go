@@ -1,14 +1,14 @@
-package testutil
+package testkit
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -28,21 +28,45 @@ func (r Result) String() string {
 // still running at the timeout is killed, and its pipes are closed 5 s
 // later.
 func Run(timeout time.Duration, name string, args ...string) Result {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.WaitDelay = 5 * time.Second
+	return RunCmd(timeout, exec.Command(name, args...))
+}
+
+// RunCmd is Run of a command prepared but not started (its environment,
+// credentials or directory set); RunCmd sets its stdout and stderr.
+func RunCmd(timeout time.Duration, cmd *exec.Cmd) Result {
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	r := Result{Stdout: so.Bytes(), Stderr: se.Bytes(), Err: err, Code: -1}
-	if cmd.ProcessState != nil {
-		r.Code = cmd.ProcessState.ExitCode()
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		return Result{Err: err, Code: -1}
 	}
-	if ctx.Err() != nil {
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(timeout, func() {
+		timedOut.Store(true)
+		cmd.Process.Kill()
+	})
+	err := cmd.Wait()
+	timer.Stop()
+	r := Result{Stdout: so.Bytes(), Stderr: se.Bytes(), Err: err, Code: cmd.ProcessState.ExitCode()}
+	if timedOut.Load() {
 		r.Err = fmt.Errorf("timed out after %v: %w", timeout, err)
 	}
 	return r
+}
+
+// Wait waits up to d for cmd, started, to exit, and returns whether it
+// did and what its Wait returned; one still running after d is killed
+// and reaped.
+func Wait(cmd *exec.Cmd, d time.Duration) (exited bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return true, err
+	case <-time.After(d):
+		cmd.Process.Kill()
+		return false, <-done
+	}
 }
 
 // ModuleRoot is the directory of the module's go.mod.
