@@ -1,6 +1,10 @@
 package blosc
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/bloscfs/bloscfs/shuffle"
+)
 
 // Byte planes: a block whose only filter is a byte shuffle can be kept
 // decoded but not yet unshuffled, as its planes (byte j of every item,
@@ -52,13 +56,19 @@ func (c *Chunk) DecodeBlockPlanes(dst []byte, i int) error {
 // it), to dst.
 func UnshufflePlanes(dst, planes []byte, ts, from int) {
 	n := len(planes) / ts
-	var buf [maxLent][]byte
-	pl := buf[:0]
-	if ts > maxLent {
-		pl = make([][]byte, 0, ts)
+	a, b := from, from+len(dst)
+	ea, eb := (a+ts-1)/ts, b/ts // the whole items in [a, b)
+	if ea >= eb {
+		for p := a; p < b; p++ {
+			dst[p-a] = planes[p%ts*n+p/ts]
+		}
+		return
 	}
-	for j := range ts {
-		pl = append(pl, planes[j*n:(j+1)*n:(j+1)*n])
+	for p := a; p < ea*ts; p++ { // an item cut by a
+		dst[p-a] = planes[p%ts*n+p/ts]
 	}
-	unshuffleRange(dst, pl, from, from+len(dst))
+	for p := eb * ts; p < b; p++ { // an item cut by b
+		dst[p-a] = planes[p%ts*n+p/ts]
+	}
+	shuffle.UnshufflePlanes(dst[ea*ts-a:eb*ts-a], planes, ts, n, ea, eb-ea)
 }

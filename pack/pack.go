@@ -717,10 +717,12 @@ func (r *ChunkReader) ReadRuns(p []byte, runs []Run, once bool) error {
 // planesMinRun is the least mean length of the windows of a gather
 // whose block is cached as byte planes: each window is then unshuffled
 // from them straight into place, where its block is otherwise
-// unshuffled whole into the cache and each window copied out. Shorter
-// windows (the rows of a 3-D float32 cube's chunks, 720 bytes) cost more
-// to unshuffle one by one than a copy each.
-const planesMinRun = 2 << 10
+// unshuffled whole into the cache and each window copied out. A window
+// of a few items costs more to unshuffle alone (a call of the kernel,
+// 30-50 ns) than to copy; from rows of a few hundred bytes on (a 3-D
+// float32 cube's chunks: 720 bytes), the planes spare the block's whole
+// unshuffle.
+const planesMinRun = 256
 
 // gather is the scratch of a ReadRuns call: the pieces of the blocks it
 // reads, and their windows.
