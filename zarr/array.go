@@ -11,9 +11,12 @@
 // the Blosc blocks under the bytes asked for are decoded, through a
 // pack.BlockCache, several in parallel, and a sequential reader
 // (ReadAtOnce) decodes whole blocks straight into its buffer and drops
-// the blocks it has read from the cache. A sharded v3 array reads each
-// shard's index once (cached) and then only the inner chunks a read
-// touches, with ranged reads.
+// the blocks it has read from the cache. A read of an array chunked in
+// more than one dimension takes rows of many chunks: it is one gather of
+// them (pack.ChunkReader.ReadRuns), each block pinned once per read and
+// decoded once for all the reads that take its rows. A sharded v3 array
+// reads each shard's index once (cached) and then only the inner chunks
+// a read touches, with ranged reads.
 package zarr
 
 import (
@@ -639,15 +642,18 @@ func (t *runTable) resize(n int) {
 // rows, the missing ones in parallel); where that fails, the chunks are
 // served one by one, so that the error names the chunks that fail (a
 // block that failed to decode is not decoded again: the reader
-// remembers it).
+// remembers it), and chunks decoded whole go their way.
 func (a *Array) serveTable(p []byte, t *runTable, once bool) error {
 	if a.cr != nil {
 		t.packed = slices.Grow(t.packed[:0], len(t.sorted))[:len(t.sorted)]
 		for k, r := range t.sorted {
 			t.packed[k] = pack.Run{At: r.ci*a.chunkBytes + r.at, To: r.to, N: r.n}
 		}
-		if err := a.cr.ReadRuns(p, t.packed, once); err == nil {
-			return nil
+		err := a.cr.ReadRuns(p, t.packed, once)
+		if err == nil || errors.Is(err, pack.ErrStale) {
+			// A chunk file replaced under the array fails the read, as
+			// a read of one chunk does (its next read parses it anew).
+			return err
 		}
 	}
 	ng := len(t.gci)
