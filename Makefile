@@ -31,6 +31,8 @@ FUZZ_TARGETS := \
 	./shuffle:FuzzShuffleRoundTrip \
 	./pack/bloscpack:FuzzOpen \
 	./pack/frame:FuzzOpenFrame \
+	./pack/b2store:FuzzEmbedMap \
+	./pack/b2store:FuzzOpenEmbed \
 	./pack/all:FuzzOpenHead \
 	./zarr:FuzzMeta \
 	./zarr:FuzzShardIndex
