@@ -149,12 +149,10 @@ versitygw-wait:
 
 # vet checks every package as built here, then the files that other builds
 # use instead: without cgo and with the purego tag (the static build: the
-# packages below are the only ones with such files), with libzstd called
-# through cgo only (nofastcall), and on arm64 (without cgo: a cross vet
-# does not type-check the cgo files).
+# packages below are the only ones with such files), and on arm64
+# (without cgo: a cross vet does not type-check the cgo files).
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags nofastcall ./blosc/
 	CGO_ENABLED=0 $(GO) vet -tags purego ./shuffle/ ./blosc/... ./pack/all/ ./internal/mmapfile/
 	GOARCH=arm64 $(GO) vet ./shuffle/ ./blosc/...
 

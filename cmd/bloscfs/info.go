@@ -363,7 +363,6 @@ func isContainer(path string) bool {
 }
 
 func cmdVerify(args []string, stdout, stderr io.Writer) error {
-	blosc.SetDirectCalls(true) // a batch job: nothing else to run while libzstd decodes
 	flags := newFlags("verify", stdout)
 	asJSON := flags.Bool("json", false, "print JSON")
 	addRemoteFlagsFor(flags, remoteRead)

@@ -94,7 +94,6 @@ python-blosc2's is 1), blp with bloscpack's parameters (blosclz, clevel 7,
 shuffle, adler32); 1 MiB chunks.`
 
 func cmdPack(args []string, stdout, stderr io.Writer) error {
-	blosc.SetDirectCalls(true) // a batch job: nothing else to run while libzstd decodes
 	fs := newFlags("pack", stdout)
 	format := fs.String("format", "", "output `FORMAT`: b2frame, blp, or b2nd for a .npy input (default: from the file names, else b2frame)")
 	chunkShape := fs.String("chunkshape", "", "b2nd: chunk `SHAPE`, e.g. 100,200 (default: about 4 MiB chunks)")

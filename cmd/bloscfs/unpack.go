@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/remote"
@@ -28,7 +27,6 @@ func defaultUnpackName(in string) string {
 }
 
 func cmdUnpack(args []string, stdout, stderr io.Writer) error {
-	blosc.SetDirectCalls(true) // a batch job: nothing else to run while libzstd decodes
 	fs := newFlags("unpack", stdout)
 	force := fs.BoolP("force", "f", false, "overwrite OUT")
 	quiet := fs.BoolP("quiet", "q", false, "print no summary")
