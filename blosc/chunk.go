@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/bloscfs/bloscfs/shuffle"
 )
@@ -335,6 +336,8 @@ func (c *Chunk) NeedsBlock0() bool { return c.hasDelta() }
 func (c *Chunk) Dict() []byte { return c.dict }
 
 // Decode decodes the whole chunk into dst, which must hold Nbytes bytes.
+// With libzstd, a zstd chunk's streams go to it a group of blocks at a
+// time (decodeZstdGroups).
 func (c *Chunk) Decode(dst []byte) error {
 	if len(dst) < int(c.Nbytes) {
 		return fmt.Errorf("blosc: Decode: destination of %d bytes for %d", len(dst), c.Nbytes)
@@ -355,6 +358,14 @@ func (c *Chunk) Decode(dst []byte) error {
 				return err
 			}
 			whole, lo = *sp, l
+		}
+	}
+	if c.zstdGroups() {
+		switch {
+		case whole != nil:
+			return c.decodeZstdGroups(dst, whole, lo)
+		case c.data != nil:
+			return c.decodeZstdGroups(dst, c.data, 0)
 		}
 	}
 	var ref []byte
@@ -539,39 +550,30 @@ func (c *Chunk) decodeFrom(dst []byte, i int, ref, src []byte) error {
 			return err
 		}
 	} else {
-		ts := int(c.Typesize)
-		leftover := i == c.nblocks-1 && int(c.Nbytes)%c.blocksize != 0
-		split := c.Flags&flagDontSplit == 0 && !leftover
-		if c.Version <= VersionBlosc1 {
-			compat := ts <= 16 && bsize/ts >= 128
-			if split && !compat {
-				// c-blosc 1.x reads these as one stream; c-blosc 1.x in
-				// ALWAYS mode wrote them split (FORMATS P3): try both.
-				if err := c.decodeSplit(out, src, 1, nil); err == nil {
-					goto unfilter
-				} else if bsize%ts != 0 {
-					return err
-				}
-			} else if !split {
-				ts = 1
+		ts, both := c.blockStreams(i, bsize)
+		if both {
+			// c-blosc 1.x reads these as one stream; c-blosc 1.x in
+			// ALWAYS mode wrote them split (FORMATS P3): try both.
+			if err := c.decodeSplit(out, src, 1, nil, nil); err == nil {
+				goto unfilter
+			} else if bsize%ts != 0 {
+				return err
 			}
-		} else if !split {
-			ts = 1
 		}
-		if ts > 1 && bsize%ts != 0 {
-			return fmt.Errorf("%w: split block of %d bytes is not a multiple of typesize %d (c-blosc2 3.x blocksize bug)", ErrCorrupt, bsize, ts)
+		if err := c.checkSplit(bsize, ts); err != nil {
+			return err
 		}
-		if sts, ok := c.shuffleOnly(); ok && sts == ts && ts <= maxLent && shuffle.CanUnshuffleStreams(ts) {
+		if c.lendsStreams(ts) {
 			// Stored streams stay where they lie (in the file's mapping,
 			// often): the unshuffle reads them there, not from a copy.
 			var lent [maxLent][]byte
-			if err := c.decodeSplit(out, src, ts, lent[:ts]); err != nil {
+			if err := c.decodeSplit(out, src, ts, lent[:ts], nil); err != nil {
 				return err
 			}
 			shuffle.UnshuffleStreams(dst, lent[:ts])
 			return nil
 		}
-		if err := c.decodeSplit(out, src, ts, nil); err != nil {
+		if err := c.decodeSplit(out, src, ts, nil, nil); err != nil {
 			return err
 		}
 	}
@@ -580,6 +582,219 @@ unfilter:
 		c.unfilter(dst, out, ref, i)
 	}
 	return nil
+}
+
+// blockStreams returns how many streams block i, of bsize bytes, is
+// split into (1: not split). both is true for the blocks of c-blosc 1.x
+// chunks that may have been written either way (FORMATS P3): one stream
+// is tried first, then n.
+func (c *Chunk) blockStreams(i, bsize int) (n int, both bool) {
+	ts := int(c.Typesize)
+	leftover := i == c.nblocks-1 && int(c.Nbytes)%c.blocksize != 0
+	split := c.Flags&flagDontSplit == 0 && !leftover
+	if !split {
+		return 1, false
+	}
+	if c.Version <= VersionBlosc1 && !(ts <= 16 && bsize/ts >= 128) {
+		return ts, true
+	}
+	return ts, false
+}
+
+// checkSplit fails for a block of bsize bytes split into n streams that
+// it does not divide.
+func (c *Chunk) checkSplit(bsize, n int) error {
+	if n > 1 && bsize%n != 0 {
+		return fmt.Errorf("%w: split block of %d bytes is not a multiple of typesize %d (c-blosc2 3.x blocksize bug)", ErrCorrupt, bsize, n)
+	}
+	return nil
+}
+
+// lendsStreams reports whether a block split into n streams is unshuffled
+// straight from where its streams lie (decodeSplit's lent).
+func (c *Chunk) lendsStreams(n int) bool {
+	sts, ok := c.shuffleOnly()
+	return ok && sts == n && n <= maxLent && shuffle.CanUnshuffleStreams(n)
+}
+
+// zstdGroupMax bounds the decoded bytes of the blocks whose zstd streams
+// Decode hands libzstd in one call (more when one block is larger).
+//
+// Each call into C is a cgo call, which the Go scheduler treats as a
+// system call: at GOMAXPROCS=1 one that outlasts its 20 µs tick has its
+// processor handed to another thread and back. Per block, with 32 KiB
+// blocks of one stream each, that was a pair of context switches every
+// 30 µs or so of decoding; per group of 1 MiB it is one pair per
+// millisecond, and a chunk's scratch stays bounded.
+const zstdGroupMax = 1 << 20
+
+// zstdGroups reports whether Decode gathers the zstd streams of several
+// blocks into one libzstd call (decodeZstdGroups).
+func (c *Chunk) zstdGroups() bool {
+	return c.Codec() == CodecZstd && c.dict == nil && c.vlOff == nil && c.Special() == SpecialNone &&
+		!c.Memcpyed() && c.bstarts != nil && c.nblocks > 1 && libzstd() != nil
+}
+
+// zstdBatch gathers zstd streams for one call into libzstd: per stream,
+// four values in jobs (its offset and size in src, its offset and size in
+// out) and two in at (its block and stream number, for the error).
+type zstdBatch struct {
+	jobs []int64 // room for at least n streams
+	at   []int32
+	n    int // streams gathered
+	// The block being gathered, and where its compressed bytes and its
+	// output start in the batch's src and out.
+	blk, srcOff, outOff int
+	// decodeZstdGroups' lent streams of its group's blocks, n per block
+	// whose streams are lent.
+	lent [][]byte
+}
+
+// reserve makes room for n more streams.
+func (b *zstdBatch) reserve(n int) {
+	if need := 4 * (b.n + n); need > len(b.jobs) {
+		b.jobs = append(b.jobs, make([]int64, need-len(b.jobs))...)
+		b.at = append(b.at, make([]int32, need/2-len(b.at))...)
+	}
+}
+
+// add gathers stream s of the block being gathered: csize bytes at pos of
+// the block's bytes, decoding to n bytes at o of its output. The batch
+// has room for it (reserve). It writes only numbers, so that a batch on
+// the stack stays there.
+func (b *zstdBatch) add(s, pos, csize, o, n int) {
+	j, a := b.jobs[4*b.n:4*b.n+4], b.at[2*b.n:2*b.n+2]
+	j[0], j[1], j[2], j[3] = int64(b.srcOff+pos), int64(csize), int64(b.outOff+o), int64(n)
+	a[0], a[1] = int32(b.blk), int32(s)
+	b.n++
+}
+
+// run decodes the gathered streams from src into out in one call and
+// empties the batch. A failure names the first stream that failed, and
+// blk is its block.
+func (b *zstdBatch) run(c *Chunk, out, src []byte) (blk int, err error) {
+	if b.n == 0 {
+		return 0, nil
+	}
+	k, err := libzstdDecodeBatch(out, src, b.jobs[:4*b.n])
+	b.n = 0
+	if err != nil {
+		return int(b.at[2*k]), fmt.Errorf("%w: stream %d (%s, %d→%d bytes): %v", ErrCorrupt, b.at[2*k+1], CodecName(c.Codec()), b.jobs[4*k+1], b.jobs[4*k+3], err)
+	}
+	return 0, nil
+}
+
+// zstdBatches holds decodeZstdGroups' batches, whose slices grow to the
+// most streams a group has had.
+var zstdBatches = sync.Pool{New: func() any { return new(zstdBatch) }}
+
+// decodeZstdGroups decodes every block of the chunk into dst from src,
+// which holds the compressed bytes of all its blocks (src[0] is the
+// chunk's byte lo). The zstd streams of each run of blocks of at most
+// zstdGroupMax decoded bytes (all of a chunk of up to 1 MiB) are decoded
+// in one call into libzstd, then those blocks are unfiltered in order; a
+// block whose streams cannot be gathered (c-blosc 1.x's either-way
+// split) is decoded alone. Errors name the block, and a corrupt stream
+// the first one, as a decode block by block does.
+func (c *Chunk) decodeZstdGroups(dst, src []byte, lo int64) error {
+	filtered := c.activeFilters()
+	limit := zstdGroupMax
+	var scratch []byte
+	if filtered {
+		// At least a block: no block is larger than the chunk's blocksize.
+		sp := getBuf(min(int(c.Nbytes), max(zstdGroupMax, c.blocksize)))
+		defer putBuf(sp)
+		scratch = *sp
+		limit = len(scratch)
+	}
+	b := zstdBatches.Get().(*zstdBatch)
+	defer func() {
+		clear(b.lent) // keeps nothing of src or scratch alive
+		b.n, b.lent = 0, b.lent[:0]
+		zstdBatches.Put(b)
+	}()
+	var ref []byte // the decoded block 0, for the delta filter
+	first, used := 0, 0
+	// gout is where the group's blocks decode, from its first block on.
+	gout := func() []byte {
+		if filtered {
+			return scratch
+		}
+		return dst[c.BlockOffset(first):c.Nbytes]
+	}
+	block := func(j int) []byte {
+		off, end := c.BlockOffset(j), c.BlockOffset(j)+int64(c.BlockLen(j))
+		return dst[off:end:end]
+	}
+	// finish decodes the gathered streams of the group's blocks, the
+	// blocks before end, and unfilters them into dst.
+	finish := func(end int) error {
+		out := gout()
+		if blk, err := b.run(c, out, src); err != nil {
+			return fmt.Errorf("block %d: %w", blk, err)
+		}
+		lent, o := b.lent, 0
+		for j := first; j < end; j++ {
+			d := block(j)
+			bl := len(d)
+			if filtered {
+				if n, _ := c.blockStreams(j, bl); c.lendsStreams(n) {
+					shuffle.UnshuffleStreams(d, lent[:n])
+					lent = lent[n:]
+				} else {
+					c.unfilter(d, out[o:o+bl:o+bl], ref, j)
+				}
+			}
+			if j == 0 {
+				ref = d
+			}
+			o += bl
+		}
+		clear(b.lent)
+		b.lent = b.lent[:0]
+		first, used = end, 0
+		return nil
+	}
+	for i := 0; i < c.nblocks; i++ {
+		bl := c.BlockLen(i)
+		n, both := c.blockStreams(i, bl)
+		alone := both || c.checkSplit(bl, n) != nil
+		if alone || used > 0 && used+bl > limit {
+			if err := finish(i); err != nil {
+				return err
+			}
+		}
+		bsrc := src[int64(c.bstarts[i])-lo : int64(c.bends[i])-lo]
+		if alone {
+			d := block(i)
+			if err := c.decodeFrom(d, i, ref, bsrc); err != nil {
+				return fmt.Errorf("block %d: %w", i, err)
+			}
+			if i == 0 {
+				ref = d
+			}
+			first = i + 1
+			continue
+		}
+		out := gout()[used : used+bl : used+bl]
+		b.blk, b.srcOff, b.outOff = i, int(int64(c.bstarts[i])-lo), used
+		b.reserve(n)
+		var lent [][]byte
+		if filtered && c.lendsStreams(n) {
+			k := len(b.lent)
+			b.lent = append(b.lent, make([][]byte, n)...)
+			lent = b.lent[k : k+n]
+		}
+		if err := c.splitStreams(out, bsrc, n, lent, b); err != nil {
+			// A stream gathered before it failing comes first.
+			if blk, e := b.run(c, gout(), src); e != nil {
+				return fmt.Errorf("block %d: %w", blk, e)
+			}
+			return fmt.Errorf("block %d: %w", i, err)
+		}
+		used += bl
+	}
+	return finish(c.nblocks)
 }
 
 // zstdSlack is the spare room behind a scratch output that lets zstd's
@@ -594,7 +809,8 @@ const zstdSlack = 128<<10 + 64
 var zeroStream [128 << 10]byte
 
 // maxBatch is the most streams of a block decoded in one call into
-// libzstd; blocks split into more streams call it once per stream.
+// libzstd when the block is decoded alone; blocks split into more
+// streams call it once per stream.
 const maxBatch = 16
 
 // maxLent is the largest typesize whose stored streams a block decode
@@ -603,39 +819,36 @@ const maxLent = 16
 
 // decodeSplit decodes nstreams back-to-back streams filling out. With
 // lent (len nstreams), a stream stored as is is not copied into out:
-// lent[s] is set to where stream s lies, in src or in out.
-func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error {
+// lent[s] is set to where stream s lies, in src or in out. With g, the
+// zstd streams are gathered into g, and decoded when the caller runs it;
+// without, a block's zstd streams are decoded in one call into libzstd
+// where it is loaded.
+func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte, g *zstdBatch) error {
+	if g == nil && nstreams > 1 && nstreams <= maxBatch && c.Codec() == CodecZstd && c.dict == nil && libzstd() != nil {
+		var jobs [4 * maxBatch]int64
+		var at [2 * maxBatch]int32
+		local := zstdBatch{jobs: jobs[:], at: at[:]}
+		err := c.splitStreams(out, src, nstreams, lent, &local)
+		// A gathered stream failing comes before a later stream's error.
+		if _, e := local.run(c, out, src); e != nil {
+			return e
+		}
+		return err
+	}
+	return c.splitStreams(out, src, nstreams, lent, g)
+}
+
+// splitStreams is decodeSplit: the zstd streams go to g when it is set.
+func (c *Chunk) splitStreams(out, src []byte, nstreams int, lent [][]byte, g *zstdBatch) error {
 	neblock := len(out) / nstreams
 	ext := c.Extended()
 	pos := 0
-	// With libzstd, a block's zstd streams are gathered and decoded in
-	// one call into C (libzstdBatch) once the loop has seen them all.
-	var (
-		jobs   [4 * maxBatch]int64
-		jobS   [maxBatch]int // the stream number of each job
-		njobs  int
-		batch  = nstreams > 1 && nstreams <= maxBatch && c.Codec() == CodecZstd && c.dict == nil && libzstd() != nil
-		runJob = func() error {
-			if njobs == 0 {
-				return nil
-			}
-			k, err := libzstdDecodeBatch(out, src, jobs[:4*njobs])
-			if err != nil {
-				s := jobS[k]
-				return fmt.Errorf("%w: stream %d (%s, %d→%d bytes): %v", ErrCorrupt, s, CodecName(c.Codec()), jobs[4*k+1], neblock, err)
-			}
-			return nil
-		}
-	)
 	for s := 0; s < nstreams; s++ {
 		o := out[s*neblock : (s+1)*neblock]
 		if lent != nil {
 			lent[s] = o
 		}
 		if pos+4 > len(src) {
-			if err := runJob(); err != nil {
-				return err
-			}
 			return fmt.Errorf("%w: stream %d header past the block end", ErrCorrupt, s)
 		}
 		csize := int32(binary.LittleEndian.Uint32(src[pos:]))
@@ -652,23 +865,14 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 			clear(o)
 		case ext && csize < 0:
 			if pos >= len(src) {
-				if err := runJob(); err != nil {
-					return err
-				}
 				return fmt.Errorf("%w: stream %d run token past the block end", ErrCorrupt, s)
 			}
 			if src[pos]&1 == 0 {
-				if err := runJob(); err != nil {
-					return err
-				}
 				return fmt.Errorf("%w: stream %d run token %#02x", ErrUnsupported, s, src[pos])
 			}
 			pos++
 			fillByte(o, byte(-csize))
 		case csize <= 0 || int(csize) > len(src)-pos:
-			if err := runJob(); err != nil {
-				return err
-			}
 			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, len(src)-pos)
 		case int(csize) == neblock:
 			if lent != nil {
@@ -678,11 +882,8 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 			}
 			copy(o, src[pos:pos+neblock])
 			pos += neblock
-		case batch:
-			j := jobs[4*njobs:]
-			j[0], j[1], j[2], j[3] = int64(pos), int64(csize), int64(s*neblock), int64(neblock)
-			jobS[njobs] = s
-			njobs++
+		case g != nil:
+			g.add(s, pos, int(csize), s*neblock, neblock)
 			pos += int(csize)
 		default:
 			// o's capacity runs to the end of out: the streams after it,
@@ -693,7 +894,7 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 			pos += int(csize)
 		}
 	}
-	return runJob()
+	return nil
 }
 
 // fillByte sets every byte of o to v. A byte loop cost 11-19 % of

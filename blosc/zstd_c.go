@@ -55,6 +55,7 @@ import "C"
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -136,13 +137,18 @@ func cZstdDecode(dst, src []byte) error {
 	return nil
 }
 
+// libzstdBatchCalls counts libzstdDecodeBatch's calls into C (for the
+// tests).
+var libzstdBatchCalls atomic.Int64
+
 // libzstdDecodeBatch decodes the streams that jobs describe (4 values per
 // stream: offset and size in src, offset and size in dst; every range
-// inside its slice) in one call into C, so that a block's streams cost one
-// cgo call, not one each: the Go scheduler hands the processor of a
-// goroutine in a long call to another thread, and it does so once per
-// call that outlasts its 20 µs tick. It returns the failed stream's
-// position in jobs and its error, or -1 and nil.
+// inside its slice) in one call into C, so that a block's streams, or a
+// group of blocks' (Chunk.Decode), cost one cgo call, not one each: the Go
+// scheduler hands the processor of a goroutine in a long call to another
+// thread, and it does so once per call that outlasts its 20 µs tick. It
+// returns the failed stream's position in jobs and its error, or -1 and
+// nil.
 func libzstdDecodeBatch(dst, src []byte, jobs []int64) (int, error) {
 	n := len(jobs) / 4
 	if n == 0 {
@@ -162,6 +168,7 @@ func libzstdDecodeBatch(dst, src []byte, jobs []int64) (int, error) {
 	if c == nil {
 		return 0, fmt.Errorf("libzstd: cannot create a decompression context")
 	}
+	libzstdBatchCalls.Add(1)
 	r := int(C.bz_decompress_batch(c, (*C.char)(d), (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), C.int(n)))
 	putDctx(c)
 	switch {

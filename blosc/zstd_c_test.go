@@ -4,9 +4,13 @@ package blosc
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -135,4 +139,174 @@ func TestLibzstdUnderGC(t *testing.T) {
 			t.Errorf("GOMAXPROCS=%d: %s", procs, e)
 		}
 	}
+}
+
+// TestDecodeZstdGroups checks that Decode of a zstd chunk hands libzstd
+// the streams of all the blocks of each group of up to zstdGroupMax
+// decoded bytes in one call, and decodes the same bytes as a decode block
+// by block: small and large blocks (more than a group), split and not,
+// typesizes 4 and 8, with each filter pipeline (lent streams for the
+// shuffle, scratch for the others, none), from memory and through a
+// reader.
+func TestDecodeZstdGroups(t *testing.T) {
+	if libzstd() == nil {
+		t.Skip("libzstd.so.1 does not load here")
+	}
+	const size = 3<<20 + 1000 // a short last block
+	// Slowly rising counts with noise in the low bits: they compress
+	// with every filter and none, into zstd streams (not stored ones).
+	plain := make([]byte, size)
+	for i := 0; i+4 <= size; i += 4 {
+		binary.LittleEndian.PutUint32(plain[i:], uint32(i/64)+uint32(i*2654435761>>27)&7)
+	}
+	for _, bs := range []int{4 << 10, 32 << 10, 256 << 10, 2 << 20} {
+		for _, ts := range []int{4, 8} {
+			for _, split := range []SplitMode{SplitAlways, SplitNever} {
+				for _, filt := range []string{"shuffle", "bitshuffle", "delta", "none"} {
+					p := Params{Codec: CodecZstd, Clevel: 1, Typesize: ts, Blocksize: bs, Split: split}
+					switch filt {
+					case "shuffle":
+						p.Filters[5] = FilterShuffle
+					case "bitshuffle":
+						p.Filters[5] = FilterBitShuffle
+					case "delta":
+						p.Filters[4], p.Filters[5] = FilterDelta, FilterShuffle
+					}
+					t.Run(fmt.Sprintf("bs%d-ts%d-split%d-%s", bs, ts, split, filt), func(t *testing.T) {
+						comp, err := Compress(nil, plain, p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						mem, err := NewChunkBytes(comp)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if mem.Memcpyed() {
+							t.Fatal("the chunk is stored as is: no zstd streams to test")
+						}
+						rd, err := NewChunk(bytes.NewReader(comp), int64(len(comp)))
+						if err != nil {
+							t.Fatal(err)
+						}
+						// The groups Decode should make: blocks in order,
+						// a new group when the next would pass the bound.
+						groups, used := 0, 0
+						for i := range mem.NumBlocks() {
+							bl := mem.BlockLen(i)
+							if used == 0 || used+bl > max(zstdGroupMax, mem.BlockSize()) {
+								groups, used = groups+1, 0
+							}
+							used += bl
+						}
+						want := make([]byte, size)
+						for i := range mem.NumBlocks() {
+							off := mem.BlockOffset(i)
+							if err := mem.DecodeBlock(want[off:off+int64(mem.BlockLen(i))], i); err != nil {
+								t.Fatal(err)
+							}
+						}
+						if !bytes.Equal(want, plain) {
+							t.Fatal("block by block: decoded bytes differ")
+						}
+						for name, c := range map[string]*Chunk{"memory": mem, "reader": rd} {
+							got := make([]byte, size)
+							before := libzstdBatchCalls.Load()
+							if err := c.Decode(got); err != nil {
+								t.Fatalf("%s: %v", name, err)
+							}
+							calls := libzstdBatchCalls.Load() - before
+							if !bytes.Equal(got, plain) {
+								t.Fatalf("%s: decoded bytes differ", name)
+							}
+							// Filters that leave a block's streams all
+							// stored or runs leave a group no call.
+							if calls > int64(groups) || calls == 0 {
+								t.Errorf("%s: %d libzstd calls for %d blocks in %d groups", name, calls, c.NumBlocks(), groups)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestDecodeZstdGroupsErrors checks that a corrupt stream in a grouped
+// decode is reported as a decode block by block reports it: the block
+// and stream named, ErrCorrupt, and the first failing block first, also
+// when a later block's stream header is broken.
+func TestDecodeZstdGroupsErrors(t *testing.T) {
+	if libzstd() == nil {
+		t.Skip("libzstd.so.1 does not load here")
+	}
+	plain := benchWalk(1 << 20)
+	for _, split := range []SplitMode{SplitAlways, SplitNever} {
+		p := Params{Codec: CodecZstd, Clevel: 1, Typesize: 8, Blocksize: 32 << 10, Split: split}
+		p.Filters[5] = FilterShuffle
+		comp, err := Compress(nil, plain, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := NewChunkBytes(comp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A zstd stream in block 5 that libzstd rejects (its magic
+		// flipped), and block 9's first stream size made larger than its
+		// block.
+		bad := bytes.Clone(comp)
+		s5 := zstdStreamAt(t, c, 5)
+		for i := s5; i < s5+4; i++ {
+			bad[i] ^= 0x5a
+		}
+		s9, _ := c.CompressedExtent(9)
+		binary.LittleEndian.PutUint32(bad[s9:], 1<<30)
+		cb, err := NewChunkBytes(bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cb.Decode(make([]byte, len(plain)))
+		want := cb.DecodeBlock(make([]byte, cb.BlockLen(5)), 5)
+		if !errors.Is(err, ErrCorrupt) || want == nil || err.Error() != want.Error() {
+			t.Errorf("split %d: Decode: %v\nwant the block decode's %v", split, err, want)
+		}
+		if !strings.Contains(fmt.Sprint(err), "block 5: ") {
+			t.Errorf("split %d: Decode: %v, want block 5 named", split, err)
+		}
+		// Block 5 repaired: block 9's header is the first error.
+		copy(bad[s5:s5+4], comp[s5:s5+4])
+		cb, _ = NewChunkBytes(bad)
+		err = cb.Decode(make([]byte, len(plain)))
+		want = cb.DecodeBlock(make([]byte, cb.BlockLen(9)), 9)
+		if !errors.Is(err, ErrCorrupt) || want == nil || err.Error() != want.Error() {
+			t.Errorf("split %d: Decode: %v\nwant the block decode's %v", split, err, want)
+		}
+	}
+}
+
+// zstdStreamAt returns where the first zstd stream of block i of c (one
+// neither stored nor a run) starts, after its 4-byte size.
+func zstdStreamAt(t *testing.T, c *Chunk, i int) int64 {
+	t.Helper()
+	pos, end := c.CompressedExtent(i)
+	n, _ := c.blockStreams(i, c.BlockLen(i))
+	neblock := int32(c.BlockLen(i) / n)
+	for range n {
+		csize := int32(binary.LittleEndian.Uint32(c.data[pos:]))
+		switch {
+		case csize > 0 && csize < neblock:
+			return pos + 4
+		case csize > 0:
+			pos += 4 + int64(csize)
+		case csize < 0:
+			pos += 5
+		default:
+			pos += 4
+		}
+		if pos >= end {
+			break
+		}
+	}
+	t.Fatalf("block %d has no zstd stream", i)
+	return 0
 }
