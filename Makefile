@@ -33,7 +33,8 @@ FUZZ_TARGETS := \
 	./pack/frame:FuzzOpenFrame \
 	./pack/all:FuzzOpenHead \
 	./zarr:FuzzMeta \
-	./zarr:FuzzShardIndex
+	./zarr:FuzzShardIndex \
+	./npy:FuzzDescrLiteral
 
 .PHONY: all build build-static deps deps-base versitygw versitygw-start versitygw-wait test test-long unit race integration integration-purego simd purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
 

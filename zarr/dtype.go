@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/npy"
 )
 
 // dtype is the element type of an array as an NPY file shows it.
@@ -25,7 +25,7 @@ type dtype struct {
 // parseSimple parses a numpy simple type string, such as "<f8", "|S5",
 // ">U3", "|b1", "<M8[ns]".
 func parseSimple(s string) (dtype, error) {
-	lit, size, err := frame.DescrLiteral(s)
+	lit, size, err := npy.DescrLiteral(s)
 	if err != nil || strings.HasPrefix(s, "[") || len(s) < 2 {
 		return dtype{}, fmt.Errorf("%w: dtype %q", ErrFormat, s)
 	}
@@ -81,7 +81,7 @@ func parseV2Dtype(raw json.RawMessage) (dtype, error) {
 	if err := structLiteral(&sb, raw, 0); err != nil {
 		return dtype{}, err
 	}
-	lit, size, err := frame.DescrLiteral(sb.String())
+	lit, size, err := npy.DescrLiteral(sb.String())
 	if err != nil {
 		return dtype{}, fmt.Errorf("%w: structured dtype %.80s", ErrUnsupported, raw)
 	}

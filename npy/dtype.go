@@ -1,9 +1,11 @@
-package frame
+package npy
 
 import (
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // A structured NumPy dtype, as a .b2nd stores it: the list literal that
@@ -129,7 +131,7 @@ func (p *dtypeParser) field(depth int) (dtypeField, error) {
 		if err != nil {
 			return f, err
 		}
-		if descrItemsize(s) <= 0 {
+		if Itemsize(s) <= 0 {
 			return f, errDtype
 		}
 		f.typ.simple = s
@@ -229,7 +231,7 @@ func (p *dtypeParser) str() (string, error) {
 // packed, as NumPy's list form describes them), or -1.
 func (n dtypeNode) itemsize() int64 {
 	if n.fields == nil {
-		return int64(descrItemsize(n.simple))
+		return int64(Itemsize(n.simple))
 	}
 	var total int64
 	for _, f := range n.fields {
@@ -295,4 +297,69 @@ func pyString(s string) string {
 	}
 	sb.WriteByte('\'')
 	return sb.String()
+}
+
+// simpleDescr is compiled on first use, not at start.
+var simpleDescr = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([<>|=]?)([a-zA-Z?])(\d*)(\[[A-Za-z0-9]+\])?$`)
+})
+
+// Itemsize returns the item size of a simple NumPy dtype string ("<f8",
+// "|S5"), or -1 when it cannot tell.
+func Itemsize(s string) int {
+	m := simpleDescr().FindStringSubmatch(s)
+	if m == nil {
+		return -1
+	}
+	n := -1
+	if m[3] != "" {
+		v, err := strconv.Atoi(m[3])
+		if err != nil {
+			return -1
+		}
+		n = v
+	}
+	switch m[2] {
+	case "?":
+		return 1
+	case "b", "i", "u", "f", "c", "S", "a", "V", "M", "m":
+		return n
+	case "U":
+		if n < 0 {
+			return -1
+		}
+		return 4 * n
+	}
+	return -1
+}
+
+// DescrLiteral checks a NumPy dtype as a simple type string ("<f8",
+// "|S5") or a structured list literal ("[('x', '<f8'), ('y', '<i4', (2,))]")
+// and returns the NPY 'descr' literal rebuilt from its parse (never the
+// input copied) and the item size. It fails on anything else, and on a
+// dtype whose item size is unknown or exceeds 2 GiB.
+func DescrLiteral(d string) (string, int, error) {
+	for _, r := range d {
+		if r < 0x20 || r > 0x7E {
+			return "", 0, errDtype
+		}
+	}
+	if strings.HasPrefix(d, "[") {
+		n, err := parseStructuredDtype(d)
+		if err != nil {
+			return "", 0, err
+		}
+		sz := n.itemsize()
+		if sz <= 0 {
+			return "", 0, errDtype
+		}
+		var sb strings.Builder
+		n.literal(&sb)
+		return sb.String(), int(sz), nil
+	}
+	n := Itemsize(d)
+	if n <= 0 {
+		return "", 0, errDtype
+	}
+	return pyString(d), n, nil
 }
