@@ -5,10 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
-	"github.com/bloscfs/bloscfs/pack"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -22,12 +20,6 @@ type dirNode struct {
 	names viewNames // the names of the last listing, while the directory is unchanged
 }
 
-// plainNode is a file, symlink or special file that passes through.
-type plainNode struct {
-	loopbackNode
-	fs *FS
-}
-
 var (
 	_ = (gofs.NodeLookuper)((*dirNode)(nil))
 	_ = (gofs.NodeOpendirHandler)((*dirNode)(nil))
@@ -37,89 +29,6 @@ var (
 )
 
 func (d *dirNode) path() string { return d.fs.diskPath(&d.Inode) }
-
-// localBackend is the source directory as a backend: directories are
-// absolute paths, entries carry their *syscall.Stat_t.
-type localBackend struct{ fs *FS }
-
-// list lstats the entries of dir: those named (a failure other than
-// ENOENT is returned as it is: ENAMETOOLONG for a path past PATH_MAX,
-// EACCES, ELOOP, …), or every entry (one that vanished meanwhile is left
-// out).
-func (b localBackend) list(dir string, names []string) ([]backendEntry, error) {
-	all := names == nil
-	if all {
-		f, err := pack.OpenSourceDir(dir)
-		if err != nil {
-			return nil, gofs.ToErrno(unwrapErrno(err))
-		}
-		names, err = f.Readdirnames(-1)
-		f.Close()
-		if err != nil {
-			return nil, gofs.ToErrno(err)
-		}
-	}
-	var out []backendEntry
-	for _, name := range names {
-		if !all && len(name) > nameMax {
-			continue // a longer disk name cannot exist
-		}
-		st := new(syscall.Stat_t)
-		if err := syscall.Lstat(filepath.Join(dir, name), st); err != nil {
-			if all || err == syscall.ENOENT {
-				continue
-			}
-			return nil, gofs.ToErrno(err)
-		}
-		out = append(out, backendEntry{name: name, dir: st.Mode&syscall.S_IFMT == syscall.S_IFDIR, meta: st})
-	}
-	if all {
-		b.probeAll(dir, out)
-	}
-	return out, nil
-}
-
-// probeParallelLocal is how many containers a listing probes at once: a
-// cold probe waits for the disk.
-const probeParallelLocal = 8
-
-// probeAll probes the regular files of a listing that have a container
-// suffix, in parallel, so that mapping their names finds the probes
-// made; the failures are left for that mapping to meet again.
-func (b localBackend) probeAll(dir string, ents []backendEntry) {
-	var todo []backendEntry
-	for _, e := range ents {
-		if _, suffixed := stemView(e.name); suffixed && e.meta.(*syscall.Stat_t).Mode&syscall.S_IFMT == syscall.S_IFREG {
-			todo = append(todo, e)
-		}
-	}
-	if len(todo) < 2 {
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(probeParallelLocal, len(todo)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := next.Add(1) - 1; i < int64(len(todo)); i = next.Add(1) - 1 {
-				b.probe(dir, todo[i])
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// probe opens a regular file or a directory (a sparse frame) once per
-// version; a symlink named x.blp stays a symlink, a FIFO is never read.
-func (b localBackend) probe(dir string, e backendEntry) (*probe, error) {
-	st := e.meta.(*syscall.Stat_t)
-	switch st.Mode & syscall.S_IFMT {
-	case syscall.S_IFREG, syscall.S_IFDIR:
-		return b.fs.probe(filepath.Join(dir, e.name), st)
-	}
-	return &probe{}, nil
-}
 
 // nameMax is the longest name the source filesystems take (NAME_MAX).
 const nameMax = 255
@@ -680,79 +589,6 @@ func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name stri
 	return d.LoopbackNode.Link(ctx, target, name, out)
 }
 
-var _ = (gofs.NodeOpener)((*plainNode)(nil))
-
-// Open opens a passed-through file as the loopback does, but never
-// blocks on what is not a regular file: the kernel sends OPEN only for
-// what it saw as a regular file, and the entry may have been replaced by
-// a FIFO since. The file is opened with O_NONBLOCK|O_NOFOLLOW, checked
-// with fstat, and O_NONBLOCK is then cleared unless the caller asked
-// for it.
-func (n *plainNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	fh, fl, errno := n.LoopbackNode.Open(ctx, flags|syscall.O_NONBLOCK|syscall.O_NOFOLLOW)
-	if errno != 0 {
-		return nil, 0, errno
-	}
-	lf, ok := fh.(*gofs.LoopbackFile)
-	if !ok {
-		return fh, fl, 0
-	}
-	fd, _ := lf.PassthroughFd()
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		lf.Release(ctx)
-		if err != nil {
-			return nil, 0, gofs.ToErrno(err)
-		}
-		return nil, 0, syscall.EIO
-	}
-	if flags&syscall.O_NONBLOCK == 0 {
-		if cur, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
-			unix.FcntlInt(uintptr(fd), unix.F_SETFL, cur&^unix.O_NONBLOCK)
-		}
-	}
-	return &plainFile{LoopbackFile: lf, stats: &n.fs.stats, name: n.Path(nil)}, fl, 0
-}
-
-// plainFile is an open passed-through file. go-fuse hands its descriptor
-// to the kernel as the backing file (FUSE passthrough) where the kernel
-// and our privileges allow, and falls back silently to serving its reads
-// and writes here: the file counts as passed through from the kernel's
-// request for its descriptor until a READ or WRITE of it reaches the
-// daemon (`bloscfs stats`).
-type plainFile struct {
-	*gofs.LoopbackFile
-	stats *counters
-	name  string
-}
-
-// PassthroughFd gives the kernel the source file's descriptor.
-func (f *plainFile) PassthroughFd() (int, bool) {
-	fd, ok := f.LoopbackFile.PassthroughFd()
-	if ok {
-		f.stats.setPassed(f, f.name, true)
-	}
-	return fd, ok
-}
-
-// Read serves a READ that the kernel did not serve itself.
-func (f *plainFile) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	f.stats.setPassed(f, "", false)
-	return f.LoopbackFile.Read(ctx, buf, off)
-}
-
-// Write serves a WRITE that the kernel did not serve itself.
-func (f *plainFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	f.stats.setPassed(f, "", false)
-	return f.LoopbackFile.Write(ctx, data, off)
-}
-
-// Release closes the file.
-func (f *plainFile) Release(ctx context.Context) syscall.Errno {
-	f.stats.setPassed(f, "", false)
-	return f.LoopbackFile.Release(ctx)
-}
-
 // linkBlob links the disk file of a compressed file under name, with its
 // suffix. What is staged is committed first, so that the new name shows
 // what the target shows now. It returns the disk file's inode number.
@@ -785,4 +621,13 @@ func (d *dirNode) linkBlob(bn *blobNode, name string) (uint64, syscall.Errno) {
 	var st syscall.Stat_t
 	syscall.Lstat(src, &st)
 	return st.Ino, 0
+}
+
+// Getxattr of the root answers StatsXattr; everything else is the
+// source's, but what the mount does not carry (notCarried). (A remote mount's root answers it in remoteDir.Getxattr.)
+func (n *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if attr == StatsXattr && n.IsRoot() {
+		return n.fs.getStats(dest)
+	}
+	return n.loopbackNode.Getxattr(ctx, attr, dest)
 }

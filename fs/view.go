@@ -3,27 +3,22 @@ package fs
 import (
 	"context"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
-	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/pack"
-	"github.com/bloscfs/bloscfs/pack/all"
-	"github.com/bloscfs/bloscfs/zarr"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // A backend is the tree a mount shows, as far as naming and reading its
 // compressed files go: the local source directory (localBackend, in
-// dir.go) or a bucket (bucketBackend, in remote.go). What is written once
-// over it: the name mapping of a directory (viewEntries) and the lookup
-// of one view name (lookupEntry). Also written once, in this file: the
-// probe record (probeOf), the user.bloscfs.* attributes it gives (xattrs,
-// getXattr, listXattrs), and the read path of a compressed file
-// (viewHandle, over a viewContent).
+// local_probe.go) or a bucket (bucketBackend, in remote_dir.go). What is
+// written once over it, in this file: the name mapping of a directory
+// (viewEntries) and the lookup of one view name (lookupEntry), and the
+// read path of a compressed file (viewHandle, over a viewContent). Also
+// written once: the probe record (probe.go) and the user.bloscfs.*
+// attributes it gives (xattr.go).
 //
 // A directory is named by a string that only its backend reads: an
 // absolute path on disk, or a key prefix ending in "/".
@@ -95,177 +90,6 @@ func lookupEntry(b backend, dir, name string) (*entry, syscall.Errno) {
 		}
 	}
 	return nil, syscall.ENOENT
-}
-
-// probe is what opening a candidate container found.
-type probe struct {
-	ok   bool
-	size int64 // size of the view
-	info pack.Info
-	npy  bool
-	// zarr: a Zarr array's own user.bloscfs.* attributes, and its user
-	// attributes (user.zarr.attrs).
-	zarr      map[string]string
-	zarrAttrs []byte
-	// head: made from the header alone (a remote object's first bytes,
-	// pack.OpenHead): size, npy and info.Format hold, the rest of info
-	// is unknown until the object is opened.
-	head bool
-}
-
-// probeOf records what the view v of a readable container holds: only
-// what is needed to show the file (no metadata, which may be large).
-func probeOf(v *all.View) *probe {
-	p := &probe{ok: true, size: v.Size, info: v.Container.Info(), npy: v.NPY}
-	p.info.Meta = nil
-	z, ok := v.Container.(*zarr.Array)
-	if d, isDir := v.Container.(*zarr.DirArray); isDir {
-		z, ok = d.Array, true
-	}
-	if ok {
-		p.zarr = z.Describe()
-		if len(z.Attrs) <= maxZarrAttrs {
-			p.zarrAttrs = z.Attrs
-		}
-	}
-	return p
-}
-
-// xattrPrefix names bloscfs's own extended attributes.
-const xattrPrefix = "user.bloscfs."
-
-// zarrAttrsXattr holds a Zarr array's user attributes (JSON).
-const zarrAttrsXattr = "user.zarr.attrs"
-
-// maxZarrAttrs bounds the attributes kept with a probe (the largest
-// value an extended attribute can have).
-const maxZarrAttrs = 64 << 10
-
-// xattrs returns the user.bloscfs.* attributes that describe how a file
-// is stored.
-func xattrs(p *probe) map[string]string {
-	in := p.info
-	m := map[string]string{
-		"format":          in.Format,
-		"codec":           in.Codec,
-		"typesize":        strconv.Itoa(in.Typesize),
-		"chunksize":       strconv.FormatInt(in.ChunkSize, 10),
-		"blocksize":       strconv.Itoa(in.Blocksize),
-		"chunks":          strconv.Itoa(in.Chunks),
-		"compressed_size": strconv.FormatInt(in.StoredSize, 10),
-		"size":            strconv.FormatInt(in.Size, 10),
-		"filters":         blosc.FilterString(in.Filters, in.FiltersMeta),
-	}
-	if in.Clevel >= 0 {
-		m["clevel"] = strconv.Itoa(in.Clevel)
-	}
-	if in.StoredSize > 0 {
-		m["ratio"] = strconv.FormatFloat(float64(in.Size)/float64(in.StoredSize), 'f', 3, 64)
-	}
-	if in.Checksum != "" {
-		m["checksum"] = in.Checksum
-	}
-	for k, v := range p.zarr {
-		m[k] = v
-	}
-	if p.zarr != nil {
-		delete(m, "blocksize")
-		delete(m, "filters")
-		delete(m, "compressed_size")
-	}
-	return m
-}
-
-// zarrXattr answers the attributes of a Zarr array that its probe does
-// not hold: user.zarr.attrs, and user.bloscfs.compressed_size and ratio,
-// computed only when asked, by stored (a walk of the array's directory,
-// or a LIST of its prefix: too dear for every lookup or listing). ours is
-// false for any other attribute, or a file that is not a Zarr array.
-func zarrXattr(pr *probe, attr string, dest []byte, stored func() (int64, error)) (sz uint32, errno syscall.Errno, ours bool) {
-	if pr == nil || !pr.ok || pr.zarr == nil {
-		return 0, 0, false
-	}
-	var v []byte
-	switch attr {
-	case zarrAttrsXattr:
-		if pr.zarrAttrs == nil {
-			return 0, 0, false
-		}
-		v = pr.zarrAttrs
-	case xattrPrefix + "compressed_size", xattrPrefix + "ratio":
-		n, err := stored()
-		if err != nil {
-			return 0, syscall.EIO, true
-		}
-		v = strconv.AppendInt(nil, n, 10)
-		if attr == xattrPrefix+"ratio" {
-			if n == 0 {
-				return 0, syscall.ENODATA, true
-			}
-			v = strconv.AppendFloat(nil, float64(pr.info.Size)/float64(n), 'f', 3, 64)
-		}
-	default:
-		return 0, 0, false
-	}
-	if len(dest) < len(v) {
-		return uint32(len(v)), syscall.ERANGE, true
-	}
-	return uint32(copy(dest, v)), 0, true
-}
-
-// zarrXattrNames returns the names zarrXattr answers for the file p
-// describes, each NUL-terminated (none when it is not a Zarr array).
-func zarrXattrNames(pr *probe) []byte {
-	if pr == nil || !pr.ok || pr.zarr == nil {
-		return nil
-	}
-	var b []byte
-	if pr.zarrAttrs != nil {
-		b = append(append(b, zarrAttrsXattr...), 0)
-	}
-	b = append(append(b, xattrPrefix+"compressed_size"...), 0)
-	return append(append(b, xattrPrefix+"ratio"...), 0)
-}
-
-// ownXattrs returns the user.bloscfs.* attributes of a file that p
-// describes: none unless it is shown decompressed.
-func ownXattrs(p *probe) map[string]string {
-	if !p.ok {
-		return nil
-	}
-	return xattrs(p)
-}
-
-// getXattr answers a GETXATTR of attr from own, the file's user.bloscfs.*
-// attributes (named without the prefix). ours is false when attr is not
-// a user.bloscfs.* name: the caller asks the source, if it has any.
-func getXattr(own map[string]string, attr string, dest []byte) (sz uint32, errno syscall.Errno, ours bool) {
-	name, ok := strings.CutPrefix(attr, xattrPrefix)
-	if !ok {
-		return 0, 0, false
-	}
-	v, ok := own[name]
-	if !ok {
-		return 0, syscall.ENODATA, true
-	}
-	if len(dest) < len(v) {
-		return uint32(len(v)), syscall.ERANGE, true
-	}
-	return uint32(copy(dest, v)), 0, true
-}
-
-// listXattrs answers a LISTXATTR: the names of own, then more (the
-// source's own list, NUL-terminated names).
-func listXattrs(own map[string]string, more, dest []byte) (uint32, syscall.Errno) {
-	var buf []byte
-	for name := range own {
-		buf = append(append(buf, xattrPrefix+name...), 0)
-	}
-	buf = append(buf, more...)
-	if len(dest) < len(buf) {
-		return uint32(len(buf)), syscall.ERANGE
-	}
-	return uint32(copy(dest, buf)), 0
 }
 
 // viewContent is what the handles of a compressed file read: a local
