@@ -29,12 +29,35 @@ func Mount(source, mountpoint string, opts Options) (*Server, *FS, error) {
 	if err := checkMountpoint(mountpoint, f.source); err != nil {
 		return nil, nil, err
 	}
+	o := f.mountOptions()
+	// The source's modes, exactly: without this go-fuse shows a mode-000
+	// file as 0644 and lets other users in.
+	o.NullPermissions = true
+	server, err := serve(mountpoint, root, o, !opts.NoSelfAccess)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	raiseReadahead(mountpoint, f.opts.Logger)
+	if !opts.ReadOnly {
+		go f.cleanTemp()
+	}
+	return server, f, nil
+}
+
+// mountOptions returns the options every mount of f is made with, local
+// or remote: the options for the kernel (-o ones, default_permissions
+// with allow_other, ro), the mount flags (noatime, …: mount(2)'s flags as
+// root, added to nosuid and nodev), the FUSE parameters, and how long the
+// kernel keeps names and attributes. The source shown in /proc/mounts is
+// Options.FsName, else the source directory or s3:// location.
+func (f *FS) mountOptions() *gofs.Options {
+	opts := f.opts
 	attr := opts.AttrTimeout
 	neg := time.Duration(0)
 	mo := fuse.MountOptions{
 		FsName:        opts.FsName,
 		Name:          "bloscfs",
-		MaxWrite:      preferredIO, // 1 MiB READs (with read_ahead_kb raised below)
+		MaxWrite:      preferredIO, // 1 MiB READs (with read_ahead_kb raised after the mount)
 		DisableSplice: true,        // a 1 MiB reply does not fit the default pipe
 		MaxBackground: 64,
 		AllowOther:    opts.AllowOther,
@@ -55,24 +78,13 @@ func Mount(source, mountpoint string, opts Options) (*Server, *FS, error) {
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
-	server, err := serve(mountpoint, root, &gofs.Options{
+	return &gofs.Options{
 		MountOptions:    mo,
 		AttrTimeout:     &attr,
 		EntryTimeout:    &attr,
 		NegativeTimeout: &neg,
 		Logger:          opts.Logger,
-		// The source's modes, exactly: without this go-fuse shows a
-		// mode-000 file as 0644 and lets other users in.
-		NullPermissions: true,
-	}, !opts.NoSelfAccess)
-	if err != nil {
-		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	raiseReadahead(mountpoint, f.opts.Logger)
-	if !opts.ReadOnly {
-		go f.cleanTemp()
-	}
-	return server, f, nil
 }
 
 // checkMountpoint refuses a mountpoint that is already a mount, or that
@@ -168,41 +180,13 @@ func MountRemote(store *remote.Store, prefix, mountpoint string, opts Options) (
 	if err := checkMountpoint(mountpoint, ""); err != nil {
 		return nil, nil, err
 	}
-	attr := opts.AttrTimeout
-	if attr == 0 {
-		attr = time.Second
-	}
-	neg := time.Duration(0)
-	mo := fuse.MountOptions{
-		FsName:        opts.FsName,
-		Name:          "bloscfs",
-		MaxWrite:      preferredIO,
-		DisableSplice: true,
-		MaxBackground: 64,
-		AllowOther:    opts.AllowOther,
-		DirectMount:   true,
-		Debug:         opts.Debug,
-		Logger:        opts.Logger,
-		Options:       append(append([]string(nil), opts.ExtraOptions...), "ro"),
-	}
-	if mo.FsName == "" {
-		mo.FsName = store.Name(r.prefix)
-	}
-	if opts.AllowOther {
-		mo.Options = append(mo.Options, "default_permissions")
-	}
-	server, err := serve(mountpoint, root, &gofs.Options{
-		MountOptions:    mo,
-		AttrTimeout:     &attr,
-		EntryTimeout:    &attr,
-		NegativeTimeout: &neg,
-		Logger:          opts.Logger,
-		UID:             r.uid,
-		GID:             r.gid,
-	}, !opts.NoSelfAccess)
+	o := r.f.mountOptions()
+	// A bucket has no owners or modes: its files are the mount's user's.
+	o.UID, o.GID = r.uid, r.gid
+	server, err := serve(mountpoint, root, o, !opts.NoSelfAccess)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	raiseReadahead(mountpoint, opts.Logger)
+	raiseReadahead(mountpoint, r.f.opts.Logger)
 	return server, r, nil
 }

@@ -113,6 +113,9 @@ func NewRemote(store *remote.Store, prefix string, opts Options) (gofs.InodeEmbe
 	if opts.Logger == nil {
 		opts.Logger = def.Logger
 	}
+	if opts.AttrTimeout == 0 {
+		opts.AttrTimeout = def.AttrTimeout
+	}
 	opts.ReadOnly = true
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
