@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/bloscfs/bloscfs/pack"
@@ -205,21 +203,7 @@ func (b localBackend) probeAll(dir string, ents []backendEntry) {
 			todo = append(todo, e)
 		}
 	}
-	if len(todo) < 2 {
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(probeParallelLocal, len(todo)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := next.Add(1) - 1; i < int64(len(todo)); i = next.Add(1) - 1 {
-				b.probe(dir, todo[i])
-			}
-		}()
-	}
-	wg.Wait()
+	probeEach(len(todo), probeParallelLocal, func(i int) { b.probe(dir, todo[i]) })
 }
 
 // probe opens a regular file or a directory (a sparse frame) once per

@@ -6,6 +6,8 @@ package fs
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/bloscfs/bloscfs/pack"
@@ -54,4 +56,26 @@ func errnoOf(err error) syscall.Errno {
 		return errno
 	}
 	return syscall.EIO
+}
+
+// probeEach calls probe(i) for each i below n, at most parallel at once,
+// when n is at least 2: a listing probes its containers before it maps
+// their names, so that the mapping finds them probed, and each probe
+// waits for the disk or a round trip to the store.
+func probeEach(n, parallel int, probe func(i int)) {
+	if n < 2 {
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(parallel, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				probe(int(i))
+			}
+		}()
+	}
+	wg.Wait()
 }

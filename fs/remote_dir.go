@@ -6,7 +6,6 @@ package fs
 import (
 	"context"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/bloscfs/bloscfs/pack/frame"
@@ -87,20 +86,7 @@ func (b bucketBackend) list(dir string, names []string) ([]backendEntry, error) 
 		}
 		out = append(out, backendEntry{name: name, meta: info})
 	}
-	if len(toProbe) > 1 {
-		sem := make(chan struct{}, probeParallel)
-		var wg sync.WaitGroup
-		for _, info := range toProbe {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				b.r.probe(info)
-			}()
-		}
-		wg.Wait()
-	}
+	probeEach(len(toProbe), probeParallel, func(i int) { b.r.probe(toProbe[i]) })
 	return out, nil
 }
 
