@@ -3,7 +3,6 @@ package fs
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -54,14 +53,13 @@ type consKey struct {
 // localCons is what one version of a group's .zmetadata or zarr.json
 // holds.
 type localCons struct {
-	// docs maps keys relative to the group ("a/.zarray", "a/b/zarr.json")
-	// to their documents; nil when the file has none, or none usable.
-	docs  map[string]json.RawMessage
-	node  string // a zarr.json's node_type ("group", "array"), "" for a .zmetadata
+	*zarr.ConsolidatedMeta
 	mtime int64  // of the file, in nanoseconds
-	size  int64  // bytes read, for consBudget
 	id    uint64 // this version, as loaded (never 0)
 }
+
+// hasDocs reports whether c is loaded and describes nodes.
+func (c *localCons) hasDocs() bool { return c != nil && c.HasDocs() }
 
 // consIDs numbers the versions of consolidated metadata loaded.
 var consIDs atomic.Uint64
@@ -84,7 +82,7 @@ type consCache struct {
 
 func newConsCache() *consCache {
 	cc := &consCache{}
-	cc.docs, _ = lru.NewWithEvict[consKey, *localCons](maxCons, func(_ consKey, c *localCons) { cc.bytes.Add(-c.size) })
+	cc.docs, _ = lru.NewWithEvict[consKey, *localCons](maxCons, func(_ consKey, c *localCons) { cc.bytes.Add(-c.Size()) })
 	cc.small, _ = lru.New[consKey, *localCons](maxProbes)
 	return cc
 }
@@ -99,7 +97,7 @@ func (cc *consCache) get(k consKey) (*localCons, bool) {
 // add keeps c as the version k, unless another caller kept one first:
 // it returns the one kept.
 func (cc *consCache) add(k consKey, c *localCons) *localCons {
-	if c.docs == nil {
+	if !c.HasDocs() {
 		prev, found, _ := cc.small.PeekOrAdd(k, c)
 		if found {
 			return prev
@@ -109,7 +107,7 @@ func (cc *consCache) add(k consKey, c *localCons) *localCons {
 	if prev, found, _ := cc.docs.PeekOrAdd(k, c); found {
 		return prev
 	}
-	cc.bytes.Add(c.size)
+	cc.bytes.Add(c.Size())
 	for cc.bytes.Load() > consBudget && cc.docs.Len() > 1 {
 		cc.docs.RemoveOldest()
 	}
@@ -120,41 +118,35 @@ func (cc *consCache) add(k consKey, c *localCons) *localCons {
 // tree on (benchmarks compare without).
 var localConsolidated = true
 
-// maxConsDepth bounds how many groups above an array are looked at for
-// consolidated metadata.
-const maxConsDepth = 64
-
 // consolidatedFor returns the consolidated metadata that describe the
 // directory path, from the nearest group above it (within the source)
 // whose .zmetadata or zarr.json holds some, and path's key relative to
-// that group. The walk up stops at the first directory that is not a
-// Zarr group.
+// that group (zarr.FindConsolidated). The walk up stops at the first
+// directory that is not a Zarr group.
 func (f *FS) consolidatedFor(path string) (*localCons, string) {
-	dir, rel := filepath.Dir(path), filepath.Base(path)
-	for range maxConsDepth {
-		if !within(dir, f.source) {
-			return nil, ""
-		}
+	var found *localCons
+	_, rel := zarr.FindConsolidated(path, f.source, func(dir string) (*zarr.ConsolidatedMeta, bool) {
 		zm, zmok := f.loadCons(dir, ".zmetadata")
-		if zm != nil && zm.docs != nil {
-			return zm, rel
+		if zm.hasDocs() {
+			found = zm
+			return zm.ConsolidatedMeta, true
 		}
 		zj, zjok := f.loadCons(dir, "zarr.json")
-		if zj != nil && zj.docs != nil {
-			return zj, rel
+		if zj.hasDocs() {
+			found = zj
+			return zj.ConsolidatedMeta, true
 		}
-		group := zmok || zj != nil && zj.node == "group"
+		group := zmok || zj != nil && zj.NodeType() == "group"
 		if !group && !zjok {
 			var st syscall.Stat_t
 			group = syscall.Lstat(filepath.Join(dir, ".zgroup"), &st) == nil
 		}
-		if !group || dir == f.source {
-			return nil, ""
-		}
-		rel = filepath.Base(dir) + "/" + rel
-		dir = filepath.Dir(dir)
+		return nil, group
+	})
+	if found == nil {
+		return nil, ""
 	}
-	return nil, ""
+	return found, rel
 }
 
 // loadCons reads and parses dir/name (.zmetadata or zarr.json) once per
@@ -175,6 +167,7 @@ func (f *FS) loadCons(dir, name string) (c *localCons, exists bool) {
 	c = &localCons{mtime: key.ver.mtimeN, id: consIDs.Add(1)}
 	if st.Size > zarr.MaxMetaSize {
 		f.warnOnce("%s: consolidated metadata not used: %d bytes exceeds %d", p, st.Size, zarr.MaxMetaSize)
+		c.ConsolidatedMeta = &zarr.ConsolidatedMeta{}
 		return f.cons.add(key, c), true
 	}
 	file, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
@@ -186,29 +179,8 @@ func (f *FS) loadCons(dir, name string) (c *localCons, exists bool) {
 	if err != nil {
 		return nil, true
 	}
-	c.size = int64(len(b))
-	if name == ".zmetadata" {
-		c.docs, err = zarr.ParseConsolidated(b, p)
-	} else {
-		var n struct {
-			NodeType string `json:"node_type"`
-		}
-		if json.Unmarshal(b, &n) == nil {
-			c.node = n.NodeType
-		}
-		if c.node == "group" && bytes.Contains(b, []byte(`"consolidated_metadata"`)) {
-			c.docs, err = zarr.ConsolidatedV3(b, p)
-			if errors.Is(err, zarr.ErrNotExist) {
-				err = nil
-			}
-		}
-	}
-	if err != nil {
+	if c.ConsolidatedMeta, err = zarr.ParseConsolidatedMeta(name, b, p); err != nil {
 		f.warnOnce("%s: consolidated metadata not used: %v", p, err)
-		c.docs = nil
-	}
-	if c.docs == nil {
-		c.size = 0
 	}
 	return f.cons.add(key, c), true
 }
@@ -251,7 +223,7 @@ func (f *FS) probeZarrDir(path string, meta *syscall.Stat_t) (p *probe, key prob
 	}
 	if !v2 {
 		zj, _ := f.loadCons(path, "zarr.json")
-		if zj == nil || zj.node != "array" {
+		if zj == nil || zj.NodeType() != "array" {
 			return &probe{}, key, true
 		}
 	}
@@ -271,65 +243,42 @@ func (f *FS) consolidatedProbe(path string, own *syscall.Stat_t, v2 bool) (p *pr
 		return nil, key, false
 	}
 	older := func(st *syscall.Stat_t) bool { return st.Mtim.Sec*1e9+st.Mtim.Nsec < c.mtime }
-	if !older(own) {
-		return nil, key, false
-	}
-	var a *zarr.Array
-	var err error
-	if v2 {
-		doc, found := c.docs[rel+"/.zarray"]
-		if !found {
-			return nil, key, false
+	n, ok := c.Node(rel, func(name string, inDoc bool) bool {
+		if name != ".zattrs" {
+			return older(own)
 		}
-		attrs, hasAttrs := c.docs[rel+"/.zattrs"]
 		var ast syscall.Stat_t
 		switch err := syscall.Lstat(filepath.Join(path, ".zattrs"), &ast); {
 		case err == nil:
-			if !hasAttrs || ast.Mode&syscall.S_IFMT != syscall.S_IFREG || !older(&ast) {
-				return nil, key, false
-			}
+			return inDoc && ast.Mode&syscall.S_IFMT == syscall.S_IFREG && older(&ast)
 		case err == syscall.ENOENT:
-			if hasAttrs {
-				return nil, key, false
-			}
-		default:
-			return nil, key, false
+			return !inDoc
 		}
-		key = consProbeKey(path, own, c)
-		if p, ok := f.probes.Get(key); ok {
-			return p, key, true
-		}
-		a, err = zarr.OpenV2Meta(noStore{}, "", doc, attrs, pack.NoCache{})
-	} else {
-		doc, found := c.docs[rel+"/zarr.json"]
-		if !found {
-			return nil, key, false
-		}
-		key = consProbeKey(path, own, c)
-		if p, ok := f.probes.Get(key); ok {
-			return p, key, true
-		}
-		var n struct {
-			NodeType string `json:"node_type"`
-		}
-		json.Unmarshal(doc, &n)
-		switch n.NodeType {
-		case "group":
-			p = &probe{}
-			f.probes.Add(key, p)
-			return p, key, true
-		case "array":
-			a, err = zarr.OpenV3Meta(noStore{}, "", doc, pack.NoCache{})
-		default:
-			return nil, key, false
-		}
+		return false
+	})
+	// The entry must stand for the metadata file the directory has.
+	file := "zarr.json"
+	if v2 {
+		file = ".zarray"
 	}
+	if !ok || n.MetaFile != file {
+		return nil, key, false
+	}
+	key = consProbeKey(path, own, c)
+	if p, ok := f.probes.Get(key); ok {
+		return p, key, true
+	}
+	if n.Kind == zarr.KindGroup {
+		p = &probe{}
+		f.probes.Add(key, p)
+		return p, key, true
+	}
+	a, err := n.Open(noStore{}, pack.NoCache{})
 	if err != nil {
 		// What the array's own metadata say decides (and is logged).
 		return nil, key, false
 	}
-	p = probeOf(all.ContainerView(a))
-	p.npy = true
+	p = zarrProbeOf(a)
 	f.probes.Add(key, p)
 	return p, key, true
 }

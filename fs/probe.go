@@ -58,6 +58,13 @@ func errnoOf(err error) syscall.Errno {
 	return syscall.EIO
 }
 
+// zarrProbeOf records what the Zarr array a holds, shown as an .npy file.
+func zarrProbeOf(a *zarr.Array) *probe {
+	p := probeOf(all.ContainerView(a))
+	p.npy = true
+	return p
+}
+
 // probeEach calls probe(i) for each i below n, at most parallel at once,
 // when n is at least 2: a listing probes its containers before it maps
 // their names, so that the mapping finds them probed, and each probe

@@ -35,7 +35,7 @@ type RemoteFS struct {
 	// zprobes are the Zarr probes of prefixes (see probeZarr).
 	zprobes *lru.Cache[string, *zarrProbe]
 	// cons are the consolidated metadata of groups, by object version.
-	cons *lru.Cache[string, *consolidated]
+	cons *lru.Cache[string, *remoteCons]
 	uid  uint32
 	gid  uint32
 
@@ -135,7 +135,7 @@ func NewRemote(store *remote.Store, prefix string, opts Options) (gofs.InodeEmbe
 	}
 	r.probes, _ = lru.New[string, *probe](maxProbes)
 	r.zprobes, _ = lru.New[string, *zarrProbe](1 << 14)
-	r.cons, _ = lru.New[string, *consolidated](64)
+	r.cons, _ = lru.New[string, *remoteCons](64)
 	return &remoteDir{r: r, prefix: prefix}, r
 }
 

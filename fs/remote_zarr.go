@@ -2,10 +2,10 @@ package fs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -177,8 +177,7 @@ func (r *RemoteFS) probeZarr(prefix string) *zarrProbe {
 		if err != nil {
 			r.f.warnOnce("%s: shown as a directory: %v", r.store.Name(prefix), err)
 		} else {
-			zp.p = probeOf(all.ContainerView(a))
-			zp.p.npy = true
+			zp.p = zarrProbeOf(a)
 			zp.meta = m.info["zarr.json"]
 			if zp.meta.Key == "" {
 				zp.meta = m.info[".zarray"]
@@ -214,51 +213,48 @@ func (r *RemoteFS) openZarr(prefix string, c pack.BlockCache) (*all.View, error)
 	return v, nil
 }
 
-// consolidated is the consolidated metadata of a group (its .zmetadata,
-// or the consolidated_metadata of its zarr.json), keyed relative to the
-// group ("a/.zarray", "a/b/zarr.json"); docs is nil when the group's
-// zarr.json has none.
-type consolidated struct {
-	docs map[string]json.RawMessage
-	info remote.ObjectInfo // the object that held it
+// remoteCons is one version of a group's consolidated metadata (its
+// .zmetadata, or its zarr.json), and the object that held it.
+type remoteCons struct {
+	*zarr.ConsolidatedMeta
+	info remote.ObjectInfo
 }
 
-// consolidatedFor returns the consolidated metadata that describes
-// prefix (a Zarr node, ending in "/"), from the nearest ancestor group
-// within the mount that has some, and prefix's key relative to that
-// group. The walk up uses the (cached) listings of the ancestors and
-// stops at the first that is not a Zarr node; each document is read once
-// per version.
-func (r *RemoteFS) consolidatedFor(prefix string) (*consolidated, string) {
-	full := strings.TrimSuffix(prefix, "/")
-	for end := len(full); ; {
-		i := strings.LastIndexByte(full[:end], '/')
-		parent := full[:i+1]
-		if len(parent) < len(r.prefix) {
-			return nil, ""
+// consolidatedFor returns the consolidated metadata that describe prefix
+// (a Zarr node, ending in "/"), from the nearest ancestor group within
+// the mount that has some, and prefix's key relative to that group
+// (zarr.FindConsolidated). The walk up uses the (cached) listings of the
+// ancestors and stops at the first that is not a Zarr node; each document
+// is read once per version.
+func (r *RemoteFS) consolidatedFor(prefix string) (*remoteCons, string) {
+	var found *remoteCons
+	_, rel := zarr.FindConsolidated(strings.TrimSuffix(prefix, "/"), strings.TrimSuffix(r.prefix, "/"), func(dir string) (*zarr.ConsolidatedMeta, bool) {
+		if dir != "" {
+			dir += "/"
 		}
-		l, err := r.store.List(context.Background(), parent)
+		l, err := r.store.List(context.Background(), dir)
 		if err != nil || !zarrParent(l) {
-			return nil, ""
+			return nil, false
 		}
-		rel := full[i+1:]
 		for _, name := range []string{".zmetadata", "zarr.json"} {
 			if info, ok := l.Objects[name]; ok {
-				if c := r.loadConsolidated(info); c != nil && c.docs != nil {
-					return c, rel
+				if c := r.loadConsolidated(info); c != nil && c.HasDocs() {
+					found = c
+					return c.ConsolidatedMeta, true
 				}
 			}
 		}
-		if i < 0 {
-			return nil, ""
-		}
-		end = i
+		return nil, true
+	})
+	if found == nil {
+		return nil, ""
 	}
+	return found, rel
 }
 
 // loadConsolidated reads and parses one version of a .zmetadata or a
 // group's zarr.json (nil when it cannot be read now).
-func (r *RemoteFS) loadConsolidated(info remote.ObjectInfo) *consolidated {
+func (r *RemoteFS) loadConsolidated(info remote.ObjectInfo) *remoteCons {
 	id := info.Key + "\x00" + info.ETag
 	if c, ok := r.cons.Get(id); ok {
 		return c
@@ -268,18 +264,9 @@ func (r *RemoteFS) loadConsolidated(info remote.ObjectInfo) *consolidated {
 		r.f.warnOnce("%v", err)
 		return nil
 	}
-	c := &consolidated{info: info}
-	if strings.HasSuffix(info.Key, ".zmetadata") {
-		c.docs, err = zarr.ParseConsolidated(b, r.store.Name(info.Key))
-	} else {
-		c.docs, err = zarr.ConsolidatedV3(b, r.store.Name(info.Key))
-		if errors.Is(err, zarr.ErrNotExist) {
-			err = nil
-		}
-	}
-	if err != nil {
+	c := &remoteCons{info: info}
+	if c.ConsolidatedMeta, err = zarr.ParseConsolidatedMeta(path.Base(info.Key), b, r.store.Name(info.Key)); err != nil {
 		r.f.warnOnce("%s: not used: %v", r.store.Name(info.Key), err)
-		c.docs = nil
 	}
 	r.cons.Add(id, c)
 	return c
@@ -288,41 +275,22 @@ func (r *RemoteFS) loadConsolidated(info remote.ObjectInfo) *consolidated {
 // probeConsolidated answers probeZarr from consolidated metadata, as
 // zarr.open_consolidated does: no request. It returns nil when the
 // metadata do not name the node.
-func (r *RemoteFS) probeConsolidated(prefix string, c *consolidated, rel string) *zarrProbe {
-	zp := &zarrProbe{at: time.Now(), p: &probe{}}
-	s := newRemoteZarrStore(r.store, prefix)
-	var a *zarr.Array
-	var err error
-	if doc, ok := c.docs[rel+"/zarr.json"]; ok {
-		var n struct {
-			NodeType string `json:"node_type"`
-		}
-		json.Unmarshal(doc, &n)
-		switch n.NodeType {
-		case "group":
-			zp.kind = zarr.KindGroup
-			return zp
-		case "array":
-			zp.kind, zp.meta.Key = zarr.KindArray, prefix+"zarr.json"
-			a, err = zarr.OpenV3Meta(s, "", doc, pack.NoCache{})
-		default:
-			return nil
-		}
-	} else if doc, ok := c.docs[rel+"/.zarray"]; ok {
-		zp.kind, zp.meta.Key = zarr.KindArray, prefix+".zarray"
-		a, err = zarr.OpenV2Meta(s, "", doc, c.docs[rel+"/.zattrs"], pack.NoCache{})
-	} else if _, ok := c.docs[rel+"/.zgroup"]; ok {
-		zp.kind = zarr.KindGroup
-		return zp
-	} else {
+func (r *RemoteFS) probeConsolidated(prefix string, c *remoteCons, rel string) *zarrProbe {
+	n, ok := c.Node(rel, nil)
+	if !ok {
 		return nil
 	}
+	zp := &zarrProbe{at: time.Now(), kind: n.Kind, p: &probe{}}
+	if n.Kind == zarr.KindGroup {
+		return zp
+	}
+	zp.meta.Key = prefix + n.MetaFile
+	a, err := n.Open(newRemoteZarrStore(r.store, prefix), pack.NoCache{})
 	if err != nil {
 		r.f.warnOnce("%s: shown as a directory: %v", r.store.Name(prefix), err)
 		return zp
 	}
 	zp.meta.LastModified = c.info.LastModified
-	zp.p = probeOf(all.ContainerView(a))
-	zp.p.npy = true
+	zp.p = zarrProbeOf(a)
 	return zp
 }
