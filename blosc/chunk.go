@@ -618,15 +618,20 @@ func (c *Chunk) lendsStreams(n int) bool {
 }
 
 // zstdGroupMax bounds the decoded bytes of the blocks whose zstd streams
-// Decode hands libzstd in one call (more when one block is larger).
+// Decode hands libzstd in one call when the blocks are filtered (more
+// when one block is larger); unfiltered blocks decode straight into the
+// caller's buffer, a whole chunk per call.
 //
 // Each call into C is a cgo call, which the Go scheduler treats as a
-// system call: at GOMAXPROCS=1 one that outlasts its 20 µs tick has its
-// processor handed to another thread and back. Per block, with 32 KiB
-// blocks of one stream each, that was a pair of context switches every
-// 30 µs or so of decoding; per group of 1 MiB it is one pair per
-// millisecond, and a chunk's scratch stays bounded.
-const zstdGroupMax = 1 << 20
+// system call: at GOMAXPROCS=1 one that outlasts sysmon's 20 µs tick has
+// its processor handed to another thread and back. Per block, with 32
+// KiB blocks of one stream each, that was a pair of context switches
+// every 30 µs or so of decoding. Filtered blocks decode into scratch
+// first, which the unshuffle then reads: groups of 1 MiB cost a float64
+// random walk up to a fifth more CPU than 256 KiB (its scratch, the
+// chunk's compressed bytes and the output no longer fit in the cache),
+// and 128 KiB saved fewer hand-offs (docs/PERFORMANCE.md).
+const zstdGroupMax = 256 << 10
 
 // zstdGroups reports whether Decode gathers the zstd streams of several
 // blocks into one libzstd call (decodeZstdGroups).
@@ -691,14 +696,14 @@ var zstdBatches = sync.Pool{New: func() any { return new(zstdBatch) }}
 // decodeZstdGroups decodes every block of the chunk into dst from src,
 // which holds the compressed bytes of all its blocks (src[0] is the
 // chunk's byte lo). The zstd streams of each run of blocks of at most
-// zstdGroupMax decoded bytes (all of a chunk of up to 1 MiB) are decoded
-// in one call into libzstd, then those blocks are unfiltered in order; a
-// block whose streams cannot be gathered (c-blosc 1.x's either-way
-// split) is decoded alone. Errors name the block, and a corrupt stream
-// the first one, as a decode block by block does.
+// zstdGroupMax decoded bytes (all of the chunk's when no filter changes
+// its bytes) are decoded in one call into libzstd, then those blocks are
+// unfiltered in order; a block whose streams cannot be gathered (c-blosc
+// 1.x's either-way split) is decoded alone. Errors name the block, and a
+// corrupt stream the first one, as a decode block by block does.
 func (c *Chunk) decodeZstdGroups(dst, src []byte, lo int64) error {
-	filtered := c.activeFilters()
-	limit := zstdGroupMax
+	filtered := c.bytesFiltered()
+	limit := int(c.Nbytes)
 	var scratch []byte
 	if filtered {
 		// At least a block: no block is larger than the chunk's blocksize.
