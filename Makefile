@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 FUZZTIME ?= 3s
 BENCHTIME ?= 1s
-APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync mawk strace python3-zarr python3-numcodecs
+APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync mawk strace python3-zarr python3-numcodecs e2fsprogs
 # The S3 server of the remote integration tests, built once per machine
 # into a folder outside the checkout.
 TOOLS_DIR ?= $(HOME)/.cache/bloscfs-tools/bin
@@ -79,8 +79,8 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/bloscfs $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_bloscfs
 
 # deps installs what the tests need when it is missing: Debian packages
-# (python3-blosc and python3-numpy for /usr/bin/python3, fuse3, fio), Go
-# modules, zarrita and versitygw.
+# (python3-blosc and python3-numpy for /usr/bin/python3, fuse3, fio,
+# e2fsprogs's lsattr and chattr), Go modules, zarrita and versitygw.
 deps: deps-base versitygw
 
 # deps-base is deps but versitygw, which only the integration step needs:
@@ -93,6 +93,7 @@ deps-base:
 	command -v rsync >/dev/null || missing="yes"; \
 	command -v strace >/dev/null || missing="yes"; \
 	command -v mawk >/dev/null || missing="yes"; \
+	command -v lsattr >/dev/null || missing="yes"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing $(APT_PACKAGES)"; \
 		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \

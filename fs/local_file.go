@@ -9,7 +9,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
+	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/zarr"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -584,6 +586,7 @@ var (
 	_ = (gofs.FileReader)((*blobHandle)(nil))
 	_ = (gofs.FileReleaser)((*blobHandle)(nil))
 	_ = (gofs.FileGetattrer)((*blobHandle)(nil))
+	_ = (gofs.FileIoctler)((*blobHandle)(nil))
 	_ = (viewContent)((*blobNode)(nil))
 )
 
@@ -614,4 +617,36 @@ func (h *blobHandle) Release(ctx context.Context) syscall.Errno {
 	}
 	n.releaseLocked()
 	return 0
+}
+
+// fsIocFSGetXattr is FS_IOC_FSGETXATTR, _IOR('X', 31, struct fsxattr).
+const fsIocFSGetXattr = 0x801c581f
+
+// Ioctl answers the ioctls that read a file's attributes, FS_IOC_GETFLAGS
+// (lsattr; the kernel sends it for its fileattr_get) and
+// FS_IOC_FSGETXATTR (lsattr -p), with those of the source file, or
+// directory, that the compressed file shows, as a plain file passes them
+// through. Any other ioctl is refused (ENOTTY): it would act on the
+// container, not on the bytes the file shows.
+func (h *blobHandle) Ioctl(ctx context.Context, cmd uint32, arg uint64, input, output []byte) (int32, syscall.Errno) {
+	if cmd != unix.FS_IOC_GETFLAGS && cmd != fsIocFSGetXattr {
+		return 0, syscall.ENOTTY
+	}
+	p, _ := h.n.diskPath()
+	if p == "" {
+		return 0, syscall.ENOENT // unlinked since it was opened
+	}
+	f, _, err := pack.OpenSource(p, true)
+	if err != nil {
+		return 0, gofs.ToErrno(unwrapErrno(err))
+	}
+	defer f.Close()
+	// struct fsxattr is 28 bytes; FS_IOC_GETFLAGS fills an int, whatever
+	// size its number says.
+	var buf [28]byte
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), uintptr(cmd), uintptr(unsafe.Pointer(&buf[0]))); errno != 0 {
+		return 0, errno
+	}
+	copy(output, buf[:])
+	return 0, 0
 }

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/bloscfs/bloscfs/internal/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
@@ -314,5 +315,56 @@ func TestMountOptionsBothBackends(t *testing.T) {
 		if mo := want.mountOptions().MountOptions; mo.FsName != name || mo.DirectMountFlags != 0 {
 			t.Errorf("default options: fsname %q (want %q), flags %#x", mo.FsName, name, mo.DirectMountFlags)
 		}
+	}
+}
+
+// TestAttributeFlags: FS_IOC_GETFLAGS (lsattr) of a compressed file
+// answers the flags of its source, a container file or a sparse frame
+// directory, as a plain file passes them through; FS_IOC_FSGETXATTR
+// answers too; an ioctl that would change them is refused.
+func TestAttributeFlags(t *testing.T) {
+	src, mnt, _ := mountFixtures(t, DefaultOptions())
+	getFlags := func(path string) (uint32, error) {
+		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		return unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	}
+	// FS_NOATIME_FL ('A') and FS_NODUMP_FL ('d') of linux/fs.h.
+	const noatime, nodump = 0x80, 0x40
+	for view, disk := range map[string]string{"codec_zstd_l5": "codec_zstd_l5.b2frame", "sparse_frame": "sparse_frame.b2frame", "MANIFEST.tsv": "MANIFEST.tsv"} {
+		// The source gets flags of its own (noatime, nodump), so that the
+		// answer cannot be the flags of nothing.
+		sf, err := os.Open(filepath.Join(src, disk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags, err := unix.IoctlGetUint32(int(sf.Fd()), unix.FS_IOC_GETFLAGS)
+		if err != nil {
+			t.Fatalf("%s: the source's flags: %v", disk, err)
+		}
+		if err := unix.IoctlSetPointerInt(int(sf.Fd()), unix.FS_IOC_SETFLAGS, int(flags|noatime|nodump)); err != nil {
+			t.Fatalf("%s: setting the source's flags: %v", disk, err)
+		}
+		want, _ := unix.IoctlGetUint32(int(sf.Fd()), unix.FS_IOC_GETFLAGS)
+		sf.Close()
+		got, err := getFlags(filepath.Join(mnt, view))
+		if err != nil || got != want || got&noatime == 0 {
+			t.Errorf("%s: flags %#x, %v; want the source's %#x", view, got, err, want)
+		}
+	}
+	f, err := os.Open(filepath.Join(mnt, "codec_zstd_l5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var fsx [28]byte
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fsIocFSGetXattr, uintptr(unsafe.Pointer(&fsx[0]))); errno != 0 {
+		t.Errorf("FS_IOC_FSGETXATTR: %v", errno)
+	}
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, 0); err == nil {
+		t.Error("FS_IOC_SETFLAGS on a compressed file succeeded")
 	}
 }
