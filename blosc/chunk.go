@@ -336,8 +336,8 @@ func (c *Chunk) NeedsBlock0() bool { return c.hasDelta() }
 func (c *Chunk) Dict() []byte { return c.dict }
 
 // Decode decodes the whole chunk into dst, which must hold Nbytes bytes.
-// With libzstd, a zstd chunk's streams go to it a group of blocks at a
-// time (decodeZstdGroups).
+// With libzstd, the zstd streams of a chunk whose filters change no byte
+// go to it in one call (decodeZstdChunk).
 func (c *Chunk) Decode(dst []byte) error {
 	if len(dst) < int(c.Nbytes) {
 		return fmt.Errorf("blosc: Decode: destination of %d bytes for %d", len(dst), c.Nbytes)
@@ -360,12 +360,12 @@ func (c *Chunk) Decode(dst []byte) error {
 			whole, lo = *sp, l
 		}
 	}
-	if c.zstdGroups() {
+	if c.zstdOneCall() {
 		switch {
 		case whole != nil:
-			return c.decodeZstdGroups(dst, whole, lo)
+			return c.decodeZstdChunk(dst, whole, lo)
 		case c.data != nil:
-			return c.decodeZstdGroups(dst, c.data, 0)
+			return c.decodeZstdChunk(dst, c.data, 0)
 		}
 	}
 	var ref []byte
@@ -617,27 +617,26 @@ func (c *Chunk) lendsStreams(n int) bool {
 	return ok && sts == n && n <= maxLent && shuffle.CanUnshuffleStreams(n)
 }
 
-// zstdGroupMax bounds the decoded bytes of the blocks whose zstd streams
-// Decode hands libzstd in one call when the blocks are filtered (more
-// when one block is larger); unfiltered blocks decode straight into the
-// caller's buffer, a whole chunk per call.
+// zstdOneCall reports whether Decode hands libzstd all the zstd streams
+// of the chunk in one call (decodeZstdChunk): with libzstd, on a chunk
+// whose filters change no byte, so that its blocks decode straight into
+// the caller's buffer.
 //
 // Each call into C is a cgo call, which the Go scheduler treats as a
 // system call: at GOMAXPROCS=1 one that outlasts sysmon's 20 µs tick has
-// its processor handed to another thread and back. Per block, with 32
-// KiB blocks of one stream each, that was a pair of context switches
-// every 30 µs or so of decoding. Filtered blocks decode into scratch
-// first, which the unshuffle then reads: groups of 1 MiB cost a float64
-// random walk up to a fifth more CPU than 256 KiB (its scratch, the
-// chunk's compressed bytes and the output no longer fit in the cache),
-// and 128 KiB saved fewer hand-offs (docs/PERFORMANCE.md).
-const zstdGroupMax = 256 << 10
-
-// zstdGroups reports whether Decode gathers the zstd streams of several
-// blocks into one libzstd call (decodeZstdGroups).
-func (c *Chunk) zstdGroups() bool {
+// its processor handed to another thread and back, a pair of context
+// switches per block of 32 KiB. On 1 MiB chunks of CSV text
+// (python-blosc2 writes it with a byte shuffle of 1-byte items, which
+// changes nothing) one call per chunk took 0.86× the CPU of a call per
+// block into the output, 0.78× of a call per block into scratch.
+// Filtered blocks decode into scratch that the unshuffle then reads:
+// gathered in groups of 256 KiB they cost as much as a call per block or
+// a little more (the scratch leaves the first-level cache), in groups of
+// 1 MiB up to 1.2× more (docs/PERFORMANCE.md, "Tried and dropped"); they
+// keep a call per block.
+func (c *Chunk) zstdOneCall() bool {
 	return c.Codec() == CodecZstd && c.dict == nil && c.vlOff == nil && c.Special() == SpecialNone &&
-		!c.Memcpyed() && c.bstarts != nil && c.nblocks > 1 && libzstd() != nil
+		!c.Memcpyed() && c.bstarts != nil && c.nblocks > 1 && !c.bytesFiltered() && libzstd() != nil
 }
 
 // zstdBatch gathers zstd streams for one call into libzstd: per stream,
@@ -650,9 +649,6 @@ type zstdBatch struct {
 	// The block being gathered, and where its compressed bytes and its
 	// output start in the batch's src and out.
 	blk, srcOff, outOff int
-	// decodeZstdGroups' lent streams of its group's blocks, n per block
-	// whose streams are lent.
-	lent [][]byte
 }
 
 // reserve makes room for n more streams.
@@ -689,117 +685,55 @@ func (b *zstdBatch) run(c *Chunk, out, src []byte) (blk int, err error) {
 	return 0, nil
 }
 
-// zstdBatches holds decodeZstdGroups' batches, whose slices grow to the
-// most streams a group has had.
+// zstdBatches holds decodeZstdChunk's batches, whose slices grow to the
+// most streams a chunk has had.
 var zstdBatches = sync.Pool{New: func() any { return new(zstdBatch) }}
 
-// decodeZstdGroups decodes every block of the chunk into dst from src,
-// which holds the compressed bytes of all its blocks (src[0] is the
-// chunk's byte lo). The zstd streams of each run of blocks of at most
-// zstdGroupMax decoded bytes (all of the chunk's when no filter changes
-// its bytes) are decoded in one call into libzstd, then those blocks are
-// unfiltered in order; a block whose streams cannot be gathered (c-blosc
-// 1.x's either-way split) is decoded alone. Errors name the block, and a
-// corrupt stream the first one, as a decode block by block does.
-func (c *Chunk) decodeZstdGroups(dst, src []byte, lo int64) error {
-	filtered := c.bytesFiltered()
-	limit := int(c.Nbytes)
-	var scratch []byte
-	if filtered {
-		// At least a block: no block is larger than the chunk's blocksize.
-		sp := getBuf(min(int(c.Nbytes), max(zstdGroupMax, c.blocksize)))
-		defer putBuf(sp)
-		scratch = *sp
-		limit = len(scratch)
-	}
+// decodeZstdChunk decodes every block of the chunk, whose filters change
+// no byte, straight into dst from src, which holds the compressed bytes
+// of all its blocks (src[0] is the chunk's byte lo): its zstd streams in
+// one call into libzstd. A block whose streams cannot be gathered
+// (c-blosc 1.x's either-way split) is decoded alone. Errors name the
+// block, and a corrupt stream the first one, as a decode block by block
+// does.
+func (c *Chunk) decodeZstdChunk(dst, src []byte, lo int64) error {
 	b := zstdBatches.Get().(*zstdBatch)
 	defer func() {
-		clear(b.lent) // keeps nothing of src or scratch alive
-		b.n, b.lent = 0, b.lent[:0]
+		b.n = 0
 		zstdBatches.Put(b)
 	}()
-	var ref []byte // the decoded block 0, for the delta filter
-	first, used := 0, 0
-	// gout is where the group's blocks decode, from its first block on.
-	gout := func() []byte {
-		if filtered {
-			return scratch
-		}
-		return dst[c.BlockOffset(first):c.Nbytes]
-	}
-	block := func(j int) []byte {
-		off, end := c.BlockOffset(j), c.BlockOffset(j)+int64(c.BlockLen(j))
-		return dst[off:end:end]
-	}
-	// finish decodes the gathered streams of the group's blocks, the
-	// blocks before end, and unfilters them into dst.
-	finish := func(end int) error {
-		out := gout()
-		if blk, err := b.run(c, out, src); err != nil {
+	// run decodes the streams gathered so far.
+	run := func() error {
+		if blk, err := b.run(c, dst, src); err != nil {
 			return fmt.Errorf("block %d: %w", blk, err)
 		}
-		lent, o := b.lent, 0
-		for j := first; j < end; j++ {
-			d := block(j)
-			bl := len(d)
-			if filtered {
-				if n, _ := c.blockStreams(j, bl); c.lendsStreams(n) {
-					shuffle.UnshuffleStreams(d, lent[:n])
-					lent = lent[n:]
-				} else {
-					c.unfilter(d, out[o:o+bl:o+bl], ref, j)
-				}
-			}
-			if j == 0 {
-				ref = d
-			}
-			o += bl
-		}
-		clear(b.lent)
-		b.lent = b.lent[:0]
-		first, used = end, 0
 		return nil
 	}
 	for i := 0; i < c.nblocks; i++ {
-		bl := c.BlockLen(i)
+		off, bl := c.BlockOffset(i), c.BlockLen(i)
+		d := dst[off : off+int64(bl) : off+int64(bl)]
+		bsrc := src[int64(c.bstarts[i])-lo : int64(c.bends[i])-lo]
 		n, both := c.blockStreams(i, bl)
-		alone := both || c.checkSplit(bl, n) != nil
-		if alone || used > 0 && used+bl > limit {
-			if err := finish(i); err != nil {
+		if both || c.checkSplit(bl, n) != nil {
+			// A block gathered before it failing comes first.
+			if err := run(); err != nil {
 				return err
 			}
-		}
-		bsrc := src[int64(c.bstarts[i])-lo : int64(c.bends[i])-lo]
-		if alone {
-			d := block(i)
-			if err := c.decodeFrom(d, i, ref, bsrc); err != nil {
+			if err := c.decodeFrom(d, i, nil, bsrc); err != nil {
 				return fmt.Errorf("block %d: %w", i, err)
 			}
-			if i == 0 {
-				ref = d
-			}
-			first = i + 1
 			continue
 		}
-		out := gout()[used : used+bl : used+bl]
-		b.blk, b.srcOff, b.outOff = i, int(int64(c.bstarts[i])-lo), used
+		b.blk, b.srcOff, b.outOff = i, int(int64(c.bstarts[i])-lo), int(off)
 		b.reserve(n)
-		var lent [][]byte
-		if filtered && c.lendsStreams(n) {
-			k := len(b.lent)
-			b.lent = append(b.lent, make([][]byte, n)...)
-			lent = b.lent[k : k+n]
-		}
-		if err := c.splitStreams(out, bsrc, n, lent, b); err != nil {
-			// A stream gathered before it failing comes first.
-			if blk, e := b.run(c, gout(), src); e != nil {
-				return fmt.Errorf("block %d: %w", blk, e)
+		if err := c.splitStreams(d, bsrc, n, nil, b); err != nil {
+			if e := run(); e != nil {
+				return e
 			}
 			return fmt.Errorf("block %d: %w", i, err)
 		}
-		used += bl
 	}
-	return finish(c.nblocks)
+	return run()
 }
 
 // zstdSlack is the spare room behind a scratch output that lets zstd's

@@ -141,24 +141,24 @@ func TestLibzstdUnderGC(t *testing.T) {
 	}
 }
 
-// TestDecodeZstdGroups checks that Decode of a zstd chunk hands libzstd
-// the streams of all the blocks of each group of up to zstdGroupMax
-// decoded bytes in one call, and decodes the same bytes as a decode block
-// by block: small and large blocks (more than a group), split and not,
-// typesizes 1 (whose shuffle changes nothing: straight into the output),
-// 4 and 8, with each filter pipeline (lent streams for the shuffle,
-// scratch for the others, none), from memory and through a reader.
-func TestDecodeZstdGroups(t *testing.T) {
+// TestDecodeZstdChunk checks that Decode of a zstd chunk whose filters
+// change no byte hands libzstd all its streams in one call, straight into
+// the output, and that every chunk decodes the same bytes as a decode
+// block by block: small and large blocks, split and not, typesizes 1
+// (whose byte shuffle changes nothing), 4 and 8, each filter pipeline,
+// c-blosc 1.x chunks whose blocks may be split either way (decoded
+// alone), from memory and through a reader.
+func TestDecodeZstdChunk(t *testing.T) {
 	if libzstd() == nil {
 		t.Skip("libzstd.so.1 does not load here")
 	}
 	const size = 3<<20 + 1000 // a short last block
-	// Slowly rising counts with noise in the low bits: they compress
-	// with every filter and none, into zstd streams (not stored ones).
-	plain := make([]byte, size)
-	for i := 0; i+4 <= size; i += 4 {
-		binary.LittleEndian.PutUint32(plain[i:], uint32(i/64)+uint32(i*2654435761>>27)&7)
+	plain := countsData(size)
+	type tcase struct {
+		name string
+		p    Params
 	}
+	var cases []tcase
 	for _, bs := range []int{4 << 10, 32 << 10, 256 << 10, 2 << 20} {
 		for _, ts := range []int{1, 4, 8} {
 			for _, split := range []SplitMode{SplitAlways, SplitNever} {
@@ -172,82 +172,72 @@ func TestDecodeZstdGroups(t *testing.T) {
 					case "delta":
 						p.Filters[4], p.Filters[5] = FilterDelta, FilterShuffle
 					}
-					t.Run(fmt.Sprintf("bs%d-ts%d-split%d-%s", bs, ts, split, filt), func(t *testing.T) {
-						comp, err := Compress(nil, plain, p)
-						if err != nil {
-							t.Fatal(err)
-						}
-						mem, err := NewChunkBytes(comp)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if mem.Memcpyed() {
-							t.Fatal("the chunk is stored as is: no zstd streams to test")
-						}
-						rd, err := NewChunk(bytes.NewReader(comp), int64(len(comp)))
-						if err != nil {
-							t.Fatal(err)
-						}
-						// The groups Decode should make: blocks in order,
-						// a new group when the next would pass the bound;
-						// one group when no filter changes bytes.
-						limit := int(mem.Nbytes)
-						if mem.bytesFiltered() {
-							limit = max(zstdGroupMax, mem.BlockSize())
-						}
-						groups, used := 0, 0
-						for i := range mem.NumBlocks() {
-							bl := mem.BlockLen(i)
-							if used == 0 || used+bl > limit {
-								groups, used = groups+1, 0
-							}
-							used += bl
-						}
-						want := make([]byte, size)
-						for i := range mem.NumBlocks() {
-							off := mem.BlockOffset(i)
-							if err := mem.DecodeBlock(want[off:off+int64(mem.BlockLen(i))], i); err != nil {
-								t.Fatal(err)
-							}
-						}
-						if !bytes.Equal(want, plain) {
-							t.Fatal("block by block: decoded bytes differ")
-						}
-						for name, c := range map[string]*Chunk{"memory": mem, "reader": rd} {
-							got := make([]byte, size)
-							before := libzstdBatchCalls.Load()
-							if err := c.Decode(got); err != nil {
-								t.Fatalf("%s: %v", name, err)
-							}
-							calls := libzstdBatchCalls.Load() - before
-							if !bytes.Equal(got, plain) {
-								t.Fatalf("%s: decoded bytes differ", name)
-							}
-							// Filters that leave a block's streams all
-							// stored or runs leave a group no call.
-							if calls > int64(groups) || calls == 0 {
-								t.Errorf("%s: %d libzstd calls for %d blocks in %d groups", name, calls, c.NumBlocks(), groups)
-							}
-						}
-					})
+					cases = append(cases, tcase{fmt.Sprintf("bs%d-ts%d-split%d-%s", bs, ts, split, filt), p})
 				}
 			}
 		}
 	}
+	// c-blosc 1.x splits blocks of items over 16 bytes either way: those
+	// decode alone, the others in the one call.
+	for _, ts := range []int{8, 32} {
+		cases = append(cases, tcase{fmt.Sprintf("blosc1-ts%d", ts), Params{Codec: CodecZstd, Clevel: 1, Typesize: ts, Blocksize: 64 << 10, Split: SplitAlways, Blosc1: true}})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			comp, err := Compress(nil, plain, tc.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem, err := NewChunkBytes(comp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mem.Memcpyed() {
+				t.Fatal("the chunk is stored as is: no zstd streams to test")
+			}
+			rd, err := NewChunk(bytes.NewReader(comp), int64(len(comp)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]byte, size)
+			for i := range mem.NumBlocks() {
+				off := mem.BlockOffset(i)
+				if err := mem.DecodeBlock(want[off:off+int64(mem.BlockLen(i))], i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !bytes.Equal(want, plain) {
+				t.Fatal("block by block: decoded bytes differ")
+			}
+			for name, c := range map[string]*Chunk{"memory": mem, "reader": rd} {
+				got := make([]byte, size)
+				before := libzstdBatchCalls.Load()
+				if err := c.Decode(got); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				calls := libzstdBatchCalls.Load() - before
+				if !bytes.Equal(got, plain) {
+					t.Fatalf("%s: decoded bytes differ", name)
+				}
+				if !c.bytesFiltered() && c.NumBlocks() > 1 && calls != 1 {
+					t.Errorf("%s: %d libzstd calls for %d unfiltered blocks, want 1", name, calls, c.NumBlocks())
+				}
+			}
+		})
+	}
 }
 
-// TestDecodeZstdGroupsErrors checks that a corrupt stream in a grouped
-// decode is reported as a decode block by block reports it: the block
+// TestDecodeZstdChunkErrors checks that a corrupt stream in a decode in
+// one call is reported as a decode block by block reports it: the block
 // and stream named, ErrCorrupt, and the first failing block first, also
 // when a later block's stream header is broken.
-func TestDecodeZstdGroupsErrors(t *testing.T) {
+func TestDecodeZstdChunkErrors(t *testing.T) {
 	if libzstd() == nil {
 		t.Skip("libzstd.so.1 does not load here")
 	}
-	plain := benchWalk(1 << 20)
+	plain := countsData(1 << 20)
 	for _, split := range []SplitMode{SplitAlways, SplitNever} {
-		p := Params{Codec: CodecZstd, Clevel: 1, Typesize: 8, Blocksize: 32 << 10, Split: split}
-		p.Filters[5] = FilterShuffle
+		p := Params{Codec: CodecZstd, Clevel: 1, Typesize: 4, Blocksize: 32 << 10, Split: split} // no filter: one call
 		comp, err := Compress(nil, plain, p)
 		if err != nil {
 			t.Fatal(err)
@@ -287,6 +277,17 @@ func TestDecodeZstdGroupsErrors(t *testing.T) {
 			t.Errorf("split %d: Decode: %v\nwant the block decode's %v", split, err, want)
 		}
 	}
+}
+
+// countsData returns n bytes of slowly rising int32 counts with noise in
+// their low bits: they compress with every filter and none, into zstd
+// streams (not stored ones).
+func countsData(n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i+4 <= n; i += 4 {
+		binary.LittleEndian.PutUint32(b[i:], uint32(i/64)+uint32(i*2654435761>>27)&7)
+	}
+	return b
 }
 
 // zstdStreamAt returns where the first zstd stream of block i of c (one
