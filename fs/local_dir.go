@@ -12,6 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The source directory's directories (dirNode): lookups and listings
+// through the name mapping, and the namespace changes (rename, unlink,
+// link, create) of the files they hold.
+
 // dirNode is a directory: a loopback node whose children are named by
 // mapNames.
 type dirNode struct {

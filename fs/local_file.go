@@ -19,6 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// A compressed file of the source directory (blobNode): its identity and
+// attributes, its opens and the shared view its handles read, and the
+// handles (blobHandle), whose writes local_write.go serves.
+
 // fillAttr sets attributes for a compressed file: times, owner and
 // permissions of the source, its plain size, type regular file.
 func fillAttr(a *fuse.Attr, st *syscall.Stat_t, p *probe) {

@@ -25,8 +25,9 @@ import (
 // from it instead of opening each .zarray or zarr.json. An entry is
 // trusted only while the array's own metadata file (and, v2, its
 // .zattrs) was last modified strictly before the document holding it:
-// one lstat each, which the probe pays anyway. A metadata file changed
-// after consolidation is read itself. Opening an array always reads its
+// one lstat each, which the probe pays anyway (the Fresh hook given to
+// zarr.ConsolidatedMeta.Node). A metadata file changed after
+// consolidation is read itself. Opening an array always reads its
 // own metadata (the reads follow them); if they show another array than
 // the consolidated entry did (a file changed with its mtime set back),
 // the probe is corrected and the kernel's attributes dropped.
