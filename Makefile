@@ -48,8 +48,8 @@ LDFLAGS := $(if $(VERSION),-X main.version=$(VERSION))
 # The binary is built with cgo where a C compiler exists: it then decodes
 # zstd with the system's libzstd (libzstd.so.1, loaded at run time; without
 # it, klauspost's decoder runs), 1.4-2.2x faster than klauspost's pure-Go
-# decoder on float64 data, equal on text (docs/PERFORMANCE.md, "zstd
-# against c-blosc2"). The
+# decoder on float64 data, equal on text (docs/PERFORMANCE.md, "Settings
+# and why"). The
 # price is a dynamically linked binary (glibc) that starts about a
 # millisecond later. `make build-static` builds the static, pure-Go
 # binary (CGO_ENABLED=0), which runs on any Linux of the architecture.

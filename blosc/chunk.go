@@ -390,9 +390,9 @@ func (c *Chunk) Decode(dst []byte) error {
 //
 // Decode reads all of a chunk's blocks in one read rather than one per
 // block: on a frame of 32 KiB blocks, a read per block made `unpack` cost
-// 1.2× the CPU of one read per 1 MiB chunk (docs/PERFORMANCE.md, "libzstd
-// without the scheduler's hand-offs, one read per chunk"), and on 256 KiB
-// blocks one read per chunk is still a little cheaper. Beyond this size the chunk is read block by block, so
+// 1.2× the CPU of one read per 1 MiB chunk (docs/PERFORMANCE.md, "Tried
+// and dropped"), and on 256 KiB blocks one read per chunk is still a
+// little cheaper. Beyond this size the chunk is read block by block, so
 // that a huge chunk needs no huge buffer.
 const wholeReadMax = 4 << 20
 
