@@ -34,6 +34,7 @@ FUZZ_TARGETS := \
 	./pack/all:FuzzOpenHead \
 	./zarr:FuzzMeta \
 	./zarr:FuzzShardIndex \
+	./zarr:FuzzZarrRead \
 	./npy:FuzzDescrLiteral
 
 .PHONY: all build build-static deps deps-base versitygw versitygw-start versitygw-wait test test-long unit race integration integration-purego simd purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
@@ -152,8 +153,11 @@ versitygw-wait:
 # vet checks every package as built here, then the files that other builds
 # use instead: without cgo and with the purego tag (the static build: the
 # packages below are the only ones with such files), and on arm64
-# (without cgo: a cross vet does not type-check the cgo files).
+# (without cgo: a cross vet does not type-check the cgo files). First,
+# go.mod and go.sum must be as `go mod tidy` leaves them (it fetches the
+# test dependencies of the modules once, from the module proxy).
 vet:
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) vet -tags purego ./shuffle/ ./blosc/... ./pack/all/ ./internal/mmapfile/
 	GOARCH=arm64 $(GO) vet ./shuffle/ ./blosc/...
@@ -181,8 +185,8 @@ unit:
 #   processes: the detector would watch only the tests' own harness. They
 #   run in the integration step; the one that runs a daemon built with
 #   -race (TestConcurrentReadersRace) runs there.
-# - internal/hostile, which writes files on one goroutine (integration).
-RACE_PKGS = $(shell $(GO) list ./... | grep -v -x -e '.*/shuffle' -e '.*/blosc' -e '.*/blosc/.*' -e '.*/integration' -e '.*/integration/.*' -e '.*/internal/hostile' -e '.*/cmd/bloscfs')
+# - internal/testkit/hostile, which writes files on one goroutine (integration).
+RACE_PKGS = $(shell $(GO) list ./... | grep -v -x -e '.*/shuffle' -e '.*/blosc' -e '.*/blosc/.*' -e '.*/integration' -e '.*/integration/.*' -e '.*/internal/testkit/hostile' -e '.*/cmd/bloscfs')
 
 race:
 	$(GO) test -count=1 -race -timeout 30m $(RACE_PKGS)
@@ -194,7 +198,7 @@ race:
 # (Three packages at once, -p 3, saved 14 s of 223: they are CPU-bound
 # enough that the timing-sensitive kill tests are better off with two.)
 integration:
-	$(GO) test -count=1 -timeout 30m ./integration/... ./cmd/bloscfs/ ./internal/hostile/
+	$(GO) test -count=1 -timeout 30m ./integration/... ./cmd/bloscfs/ ./internal/testkit/hostile/
 
 # simd runs the codecs' tests without the race detector and with the SIMD
 # shuffle, on their whole grids (the canary grids, the random-parameter

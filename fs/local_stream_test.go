@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/gridfiles"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/gridfiles"
 	"golang.org/x/sys/unix"
 )
 
@@ -111,13 +112,10 @@ func TestStreamNewFile(t *testing.T) {
 		// RELEASE of the other, which the kernel sends after its close
 		// returned.
 		var got []byte
-		for try := 0; try < 40; try++ {
-			if got = decodeSource(t, filepath.Join(src, name+".b2frame")); bytes.Equal(got, want) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if !bytes.Equal(got, want) {
+		if !testkit.Eventually(t, 5*time.Second, func() bool {
+			got = decodeSource(t, filepath.Join(src, name+".b2frame"))
+			return bytes.Equal(got, want)
+		}) {
 			t.Fatalf("%s: the source holds %d bytes, want %d (equal prefix: %v)", name, len(got), len(want), bytes.HasPrefix(want, got))
 		}
 		got, err := os.ReadFile(filepath.Join(mnt, name))
@@ -308,7 +306,7 @@ func TestStreamDemoteUnshuffled(t *testing.T) {
 	}
 	data := text.Bytes()
 	files := 8
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		files = 2 // instrumented zstd at clevel 9 is slow; make canary runs all 8
 	}
 	for k := 0; k < files; k++ {
@@ -330,13 +328,11 @@ func TestStreamDemoteUnshuffled(t *testing.T) {
 		}
 		want := bytes.Clone(data)
 		copy(want[7:], "PATCH")
-		var got []byte
-		for try := 0; try < 40; try++ { // the commit may follow the RELEASE
-			if got = mustSerialDecode(t, filepath.Join(src, name+".b2frame")); len(got) == len(want) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var got []byte // the commit may follow the RELEASE
+		testkit.Eventually(t, 5*time.Second, func() bool {
+			got = mustSerialDecode(t, filepath.Join(src, name+".b2frame"))
+			return len(got) == len(want)
+		})
 		if i := gridfiles.FirstDiff(got, want); i >= 0 {
 			t.Fatalf("%s: stored content differs from what was written at offset %d (%d bytes stored, %d written)", name, i, len(got), len(want))
 		}

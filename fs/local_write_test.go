@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/gridfiles"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 )
@@ -36,7 +39,7 @@ func decodeSource(t *testing.T, path string) []byte {
 func noTempFiles(t *testing.T, dir string) {
 	t.Helper()
 	var left []string
-	for try := 0; try < 40; try++ {
+	if !testkit.Eventually(t, 5*time.Second, func() bool {
 		left = nil
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
@@ -44,12 +47,82 @@ func noTempFiles(t *testing.T, dir string) {
 				left = append(left, e.Name())
 			}
 		}
-		if len(left) == 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+		return len(left) == 0
+	}) {
+		t.Errorf("temp files left: %v", left)
 	}
-	t.Errorf("temp files left: %v", left)
+}
+
+// TestAppendAcrossLookup: a program keeps a compressed file open for
+// appending while the kernel looks its name up again; the LOOKUP's reply
+// carries the staged size, not the committed one, so a stat by name shows
+// the appended bytes and the second append lands after the first. The
+// kernel keeps the name and attributes of a compressed file for an hour
+// by default; this mount says 1 s, and the test stats the name until the
+// kernel looks it up again (the debug log shows the LOOKUP): that stat
+// shows the size the LOOKUP gave, cached with it.
+func TestAppendAcrossLookup(t *testing.T) {
+	opts := DefaultOptions()
+	opts.AttrTimeout, opts.CompressedTimeout, opts.Debug = time.Second, time.Second, true
+	src, mnt, logs := mountFixtures(t, opts)
+	name, disk := "default_api_f64", "default_api_f64.blp"
+	path := filepath.Join(mnt, name)
+	want := decodeSource(t, filepath.Join(src, disk))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, b := bytes.Repeat([]byte("A"), 1000), bytes.Repeat([]byte("B"), 1000)
+	if _, err := f.Write(a); err != nil {
+		t.Fatal(err)
+	}
+	before := len(logs.String())
+	var st os.FileInfo
+	if !testkit.Eventually(t, 10*time.Second, func() bool {
+		st, err = os.Stat(path)
+		return err != nil || lookupsOf(logs.String()[before:], name) > 0
+	}) {
+		t.Fatalf("the kernel did not look %s up again within 10 s", name)
+	}
+	size := int64(len(want) + len(a))
+	if err != nil || st.Size() != size {
+		t.Errorf("stat by name that looked the name up again (file still open): %v; want size %d", sizeOrErr(st, err), size)
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != size {
+		t.Errorf("fstat after that stat: %v; want size %d", sizeOrErr(st, err), size)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want = append(append(want, a...), b...)
+	// The commit may come with the RELEASE, after close returned.
+	if !testkit.Eventually(t, 5*time.Second, func() bool { return bytes.Equal(decodeSource(t, filepath.Join(src, disk)), want) }) {
+		got := decodeSource(t, filepath.Join(src, disk))
+		t.Fatalf("the source holds %d bytes, want %d (the appends in order); first difference at %d", len(got), len(want), gridfiles.FirstDiff(got, want))
+	}
+}
+
+// sizeOrErr says what a stat gave: the size, or the error.
+func sizeOrErr(st os.FileInfo, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("size %d", st.Size())
+}
+
+// lookupsOf counts the LOOKUP requests of name in go-fuse's debug log.
+func lookupsOf(log, name string) int {
+	n := 0
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "LOOKUP") && strings.Contains(line, `"`+name+`"`) {
+			n++
+		}
+	}
+	return n
 }
 
 // TestWritePatchAndTruncate patches a Bloscpack and a frame fixture in
@@ -91,14 +164,7 @@ func TestWritePatchAndTruncate(t *testing.T) {
 		// The kernel sends the RELEASE of the handle closed above after
 		// close returned: while it has not arrived, a writable handle is
 		// still open, and the truncations are committed with it.
-		var stored []byte
-		for try := 0; try < 40; try++ {
-			if stored = decodeSource(t, filepath.Join(src, disk)); bytes.Equal(stored, want) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if !bytes.Equal(stored, want) {
+		if !testkit.Eventually(t, 5*time.Second, func() bool { return bytes.Equal(decodeSource(t, filepath.Join(src, disk)), want) }) {
 			t.Fatalf("%s: source differs after truncate", name)
 		}
 		if got, _ := os.ReadFile(filepath.Join(mnt, name)); !bytes.Equal(got, want) {

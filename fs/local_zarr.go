@@ -171,13 +171,22 @@ func (f *FS) loadCons(dir, name string) (c *localCons, exists bool) {
 		c.ConsolidatedMeta = &zarr.ConsolidatedMeta{}
 		return f.cons.add(key, c), true
 	}
-	file, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	// Opened without following a link and without waiting (a FIFO put
+	// in its place since the lstat is never waited on), and read only
+	// if it is still a regular file.
+	file, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, true
 	}
-	b, err := io.ReadAll(io.LimitReader(file, zarr.MaxMetaSize+1))
+	var b []byte
+	if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() <= zarr.MaxMetaSize {
+		b, err = io.ReadAll(io.LimitReader(file, zarr.MaxMetaSize+1))
+		if err != nil {
+			b = nil
+		}
+	}
 	file.Close()
-	if err != nil {
+	if b == nil {
 		return nil, true
 	}
 	if c.ConsolidatedMeta, err = zarr.ParseConsolidatedMeta(name, b, p); err != nil {
@@ -190,7 +199,7 @@ func (f *FS) loadCons(dir, name string) (c *localCons, exists bool) {
 // only to describe it: nothing is read through it.
 type noStore struct{}
 
-func (noStore) Get(key string) ([]byte, error) {
+func (noStore) Get(key string, _ int64) ([]byte, error) {
 	return nil, fmt.Errorf("%s: %w", key, zarr.ErrNotExist)
 }
 

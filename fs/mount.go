@@ -22,6 +22,12 @@ import (
 // Mount serves a view of source at mountpoint and returns once the mount
 // is ready. The caller waits on the server and unmounts it.
 func Mount(source, mountpoint string, opts Options) (*Server, *FS, error) {
+	// As the mount table will show it: a mountpoint given through a
+	// symbolic link is found there (MountAt), unmounted and aborted.
+	mountpoint, err := ResolveMountpoint(mountpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mountpoint: %w", err)
+	}
 	root, f, err := New(source, opts)
 	if err != nil {
 		return nil, nil, err
@@ -169,6 +175,10 @@ func within(path, dir string) bool {
 // exists and the credentials are accepted, and lists the prefix, so that
 // a mount that cannot work refuses to start.
 func MountRemote(store *remote.Store, prefix, mountpoint string, opts Options) (*Server, *RemoteFS, error) {
+	mountpoint, err := ResolveMountpoint(mountpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mountpoint: %w", err)
+	}
 	ctx := context.Background()
 	if err := store.Check(ctx); err != nil {
 		return nil, nil, err

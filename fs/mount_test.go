@@ -19,7 +19,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/remote"

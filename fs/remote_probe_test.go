@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fakes3"
-	"github.com/bloscfs/bloscfs/internal/hostile"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack/frame"
 	"github.com/bloscfs/bloscfs/remote"

@@ -29,32 +29,70 @@ type remoteZarrStore struct {
 	s      *remote.Store
 	prefix string                             // "" or ending in "/"
 	objs   *lru.Cache[string, *remote.Object] // versions of objects read by range
+	// vers holds the versions of objects read whole (their ETags): a
+	// chunk's version, for the reader's memory of chunks that failed.
+	vers *lru.Cache[string, zarr.Version]
 }
 
-var _ zarr.Store = (*remoteZarrStore)(nil)
+var (
+	_ zarr.Store     = (*remoteZarrStore)(nil)
+	_ zarr.Versioner = (*remoteZarrStore)(nil)
+)
 
 func newRemoteZarrStore(s *remote.Store, prefix string) *remoteZarrStore {
 	z := &remoteZarrStore{s: s, prefix: prefix}
 	z.objs, _ = lru.New[string, *remote.Object](256)
+	z.vers, _ = lru.New[string, zarr.Version](1024)
 	return z
 }
 
 // err maps the store's errors to zarr's: a missing object is
-// zarr.ErrNotExist.
+// zarr.ErrNotExist, one past the caller's limit zarr.ErrTooLarge.
 func (z *remoteZarrStore) err(key string, err error) error {
-	if errors.Is(err, remote.ErrNotFound) {
+	switch {
+	case errors.Is(err, remote.ErrNotFound):
 		return fmt.Errorf("%s: %w", z.s.Name(z.prefix+key), zarr.ErrNotExist)
+	case errors.Is(err, remote.ErrTooLarge):
+		return fmt.Errorf("%w: %w", zarr.ErrTooLarge, err)
 	}
 	return err
 }
 
-// Get GETs a whole object.
-func (z *remoteZarrStore) Get(key string) ([]byte, error) {
+// tagVersion is the zarr.Version of an object's ETag (the zero Version
+// for an object without one).
+func tagVersion(s *remote.Store, info remote.ObjectInfo) zarr.Version {
+	if info.ETag == "" {
+		return zarr.Version{}
+	}
+	return zarr.TagVersion(s.Name(info.Key) + "\x00" + info.ETag)
+}
+
+// Get GETs a whole object of at most limit bytes: a larger one is
+// refused from the answer's Content-Length, before its body is read.
+func (z *remoteZarrStore) Get(key string, limit int64) ([]byte, error) {
 	if !zarr.ValidKey(key) {
 		return nil, fmt.Errorf("zarr: key %q: %w (not a relative key inside the store)", key, zarr.ErrFormat)
 	}
-	b, _, err := z.s.Get(context.Background(), z.prefix+key, 0, -1, zarr.MaxObject)
+	b, info, err := z.s.Get(context.Background(), z.prefix+key, 0, -1, min(limit, zarr.MaxObject))
+	if err == nil {
+		if v := tagVersion(z.s, info); !v.IsZero() {
+			z.vers.Add(key, v)
+		}
+	}
 	return b, z.err(key, err)
+}
+
+// Version returns the version of key that this store reads: that of the
+// object it reads ranges of (the shard whose index it read), else that
+// of its last whole read, else the zero Version (unknown: no request is
+// made to learn it). An object replaced is seen by the reads of a new
+// store (a new open of the array).
+func (z *remoteZarrStore) Version(key string) (zarr.Version, error) {
+	if o, ok := z.objs.Get(key); ok {
+		return tagVersion(z.s, o.ObjectInfo), nil
+	}
+	v, _ := z.vers.Get(key)
+	return v, nil
 }
 
 // GetRange GETs a range of an object: the first range of an object with
@@ -84,6 +122,7 @@ func (z *remoteZarrStore) GetRange(key string, off, n int64) ([]byte, error) {
 	if err != nil {
 		return nil, z.err(key, err)
 	}
+
 	if n > 0 && info.ETag != "" {
 		o := z.s.OpenInfo(info)
 		o.Opened()
@@ -103,7 +142,7 @@ type memoStore struct {
 	info map[string]remote.ObjectInfo
 }
 
-func (m *memoStore) Get(key string) ([]byte, error) {
+func (m *memoStore) Get(key string, limit int64) ([]byte, error) {
 	m.mu.Lock()
 	b, ok := m.got[key]
 	err := m.errs[key]
@@ -114,7 +153,7 @@ func (m *memoStore) Get(key string) ([]byte, error) {
 	if !zarr.ValidKey(key) {
 		return nil, fmt.Errorf("zarr: key %q: %w", key, zarr.ErrFormat)
 	}
-	b, info, err := m.s.Get(context.Background(), m.prefix+key, 0, -1, zarr.MaxMetaSize)
+	b, info, err := m.s.Get(context.Background(), m.prefix+key, 0, -1, min(limit, zarr.MaxMetaSize))
 	err = m.err(key, err)
 	m.mu.Lock()
 	if err != nil {
@@ -130,7 +169,7 @@ func (m *memoStore) Get(key string) ([]byte, error) {
 // object whole: it is a metadata document that zarr.Open reads next.
 func (m *memoStore) GetRange(key string, off, n int64) ([]byte, error) {
 	if n == 0 {
-		_, err := m.Get(key)
+		_, err := m.Get(key, zarr.MaxMetaSize)
 		return []byte{}, err
 	}
 	return m.remoteZarrStore.GetRange(key, off, n)

@@ -1,9 +1,12 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log"
 	"math"
@@ -14,9 +17,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/fakes3"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
 	"github.com/bloscfs/bloscfs/remote"
+	"github.com/bloscfs/bloscfs/zarr"
 	"golang.org/x/sys/unix"
 )
 
@@ -135,7 +139,7 @@ func TestRemoteZarrShardGETs(t *testing.T) {
 	srv := fakes3.New("bkt")
 	defer srv.Close()
 	const n, shard, inner = 4 << 20, 1 << 20, 128 << 10 // 32 MiB in 4 shards of 8 inner chunks of 1 MiB
-	for k, b := range testutil.ShardedZarr(n, shard, inner) {
+	for k, b := range testkit.ShardedZarr(n, shard, inner) {
 		srv.Put("z/big.zarr/"+k, b)
 	}
 	for i := range 5 {
@@ -221,7 +225,7 @@ func TestRemoteZarrConsolidated(t *testing.T) {
 	srv := fakes3.New("bkt")
 	defer srv.Close()
 	const n, shard, inner = 4096, 1024, 256
-	arr := testutil.ShardedZarr(n, shard, inner)
+	arr := testkit.ShardedZarr(n, shard, inner)
 	for _, p := range []string{"g3/a", "g3/sub/b"} {
 		for k, b := range arr {
 			srv.Put(p+"/"+k, b)
@@ -276,5 +280,29 @@ func TestRemoteZarrConsolidated(t *testing.T) {
 	}
 	if v := math.Float64frombits(binary.LittleEndian.Uint64(b[len(b)-8:])); v != n-1 {
 		t.Errorf("last element %v, want %d (log: %s)", v, n-1, logs.String())
+	}
+}
+
+// TestRemoteZarrMetaLimit: opening an array of a bucket for reading
+// refuses a metadata object past zarr.MaxMetaSize (a .zattrs of 65 MiB)
+// from the answer's Content-Length: ErrFormat, and hardly any of its
+// bytes fetched (issue 33, point 5).
+func TestRemoteZarrMetaLimit(t *testing.T) {
+	srv := fakes3.New("bkt")
+	defer srv.Close()
+	srv.Put("a.zarr/.zarray", []byte(`{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"|u1","compressor":null,"fill_value":0,"order":"C","filters":null}`))
+	srv.Put("a.zarr/.zattrs", append(append([]byte(`{"pad":"`), bytes.Repeat([]byte{'x'}, 65<<20)...), `"}`...))
+	store, err := remote.New(context.Background(), "bkt", remote.Config{Endpoint: srv.URL, Anonymous: true, Logger: log.New(io.Discard, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.ResetCounts()
+	_, err = zarr.Open(newRemoteZarrStore(store, "a.zarr/"), "", nil)
+	_, sent := srv.Counts()
+	if !errors.Is(err, zarr.ErrFormat) {
+		t.Errorf("open: %v, want ErrFormat (metadata too large)", err)
+	}
+	if sent > 8<<20 {
+		t.Errorf("%d MiB of the 65 MiB .zattrs fetched to refuse it", sent>>20)
 	}
 }

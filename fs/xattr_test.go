@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"golang.org/x/sys/unix"
 )
 

@@ -176,13 +176,13 @@ func TestBadChunks(t *testing.T) {
 		if ValidKey(k) {
 			t.Errorf("ValidKey(%q)", k)
 		}
-		if _, err := s.Get(k); err == nil {
+		if _, err := s.Get(k, MaxObject); err == nil {
 			t.Errorf("Get(%q) succeeded", k)
 		}
 	}
 	// A symlink out of the store is not followed.
 	os.Symlink("/etc/hostname", filepath.Join(dir, "link"))
-	if _, err := s.Get("link"); err == nil {
+	if _, err := s.Get("link", MaxObject); err == nil {
 		t.Error("Get followed a symlink out of the store")
 	}
 }

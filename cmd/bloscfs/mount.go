@@ -257,7 +257,10 @@ func parseMount(args []string, stdout io.Writer) (*mountConfig, error) {
 			return nil, err
 		}
 	}
-	if c.mountpoint, err = filepath.Abs(pos[1]); err != nil {
+	// The mountpoint as the mount table shows it (symbolic links
+	// resolved): the daemon mounts there and finds its mount there, the
+	// watcher and `bloscfs unmount` too.
+	if c.mountpoint, err = bfs.ResolveMountpoint(pos[1]); err != nil {
 		return nil, err
 	}
 	if err := checkOutsideMount(c.mountpoint, *logFile, c.store.CacheDir); err != nil {
@@ -335,11 +338,11 @@ func runMount(c *mountConfig, stderr io.Writer) error {
 	shutdown := func() {} // stops the write path of a busy mount before exit
 	if remote.IsURL(c.given[0]) {
 		var r *bfs.RemoteFS
-		server, r, err = mountRemote(c.given[0], c.given[1], o, c.store)
+		server, r, err = mountRemote(c.given[0], mnt, o, c.store)
 		stats = r
 	} else {
 		var f *bfs.FS
-		server, f, err = bfs.Mount(c.given[0], c.given[1], o)
+		server, f, err = bfs.Mount(c.given[0], mnt, o)
 		stats = f
 		if f != nil {
 			shutdown = f.Shutdown
@@ -350,13 +353,14 @@ func runMount(c *mountConfig, stderr io.Writer) error {
 		notify.fail(err)
 		return err
 	}
-	// The mount's device: its minor number names the connection, which
-	// a detached mount aborts before the daemon exits.
+	// The mount's device: it names the connection, which a detached
+	// mount aborts before the daemon exits.
 	mi, mounted, _ := bfs.MountAt(mnt)
+	mounted = mounted && mi.FSType == "fuse.bloscfs"
 	if watchPipe != nil {
 		dev := ""
 		if mounted {
-			dev = fmt.Sprintf("%d:%d", mi.Major, mi.Minor)
+			dev = mi.Dev()
 		}
 		fmt.Fprintln(watchPipe, dev) // the watcher unmounts only this mount
 	}
@@ -411,8 +415,10 @@ func runMount(c *mountConfig, stderr io.Writer) error {
 		// notification that drops a file's cached pages (a writer's
 		// uncommitted writes, see fs's Release) waits for a page
 		// locked by a read that only this process could answer.
-		if mounted && strings.HasPrefix(mi.FSType, "fuse") {
-			if err := abortConnection(mi.Minor); err != nil {
+		if mounted {
+			// Its own connection: the mount left the table when it
+			// was detached.
+			if err := abortConnection(mi); err != nil {
 				logger.Printf("could not end the connection of the detached mount: %v", err)
 			}
 		}

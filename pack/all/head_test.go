@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/hostile"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
@@ -176,7 +176,7 @@ func TestHeadBad(t *testing.T) {
 // of the bytes succeeds the head tells the same size or that it cannot
 // (pack.ErrNoHead).
 func FuzzOpenHead(f *testing.F) {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		f.Skip("runs without the race detector (make purego, make fuzz)")
 	}
 	fxs, err := fixtures.Load()
@@ -193,7 +193,7 @@ func FuzzOpenHead(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, cut uint32) {
-		mem := testutil.StartAlloc()
+		mem := testkit.StartAlloc()
 		defer func() { mem.Check(t, len(data), 1<<20) }()
 		head := data[:min(int(cut), len(data))]
 		h, err := pack.OpenHead(head, int64(len(data)), "fuzz")

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
 )
@@ -122,7 +122,7 @@ func naiveCOrder(a *Array, raw []byte) []byte {
 
 // TestNPYNumpy loads the NPY view of every b2nd fixture with numpy.
 func TestNPYNumpy(t *testing.T) {
-	py := testutil.Python(t, "numpy")
+	py := testkit.Python(t, "numpy")
 	dir := t.TempDir()
 	for _, fx := range frameFixtures(t, "b2nd") {
 		t.Run(fx.Name, func(t *testing.T) {
