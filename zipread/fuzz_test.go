@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // FuzzOpen opens arbitrary bytes as an archive and reads up to 64 of
@@ -26,7 +26,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(build(f, []zm{{name: "x", data: deflate(f, make([]byte, 1<<20)), method: Deflate, plain: []byte("tiny")}}, nil))
 	f.Add(build(f, []zm{{name: "x", data: []byte("xx")}, {name: "y", data: []byte("y"), hdrOf: 1}}, nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		mem := testutil.StartAlloc()
+		mem := testkit.StartAlloc()
 		defer mem.Check(t, len(data), 0)
 		a, err := Open(bytes.NewReader(data), int64(len(data)), "fuzz")
 		if err != nil {
