@@ -8,13 +8,13 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
 // The canary tests decode into a window of a larger buffer whose other
-// bytes hold a guard pattern (testutil.Canary): the bytes in front of the
+// bytes hold a guard pattern (testkit.Canary): the bytes in front of the
 // window and its spare capacity behind. No codec, filter or special path
 // may write outside dst[:len(dst)]: callers decode neighbouring blocks and
 // chunks into windows of one buffer at the same time (View.WriteTo, the
@@ -26,7 +26,7 @@ import (
 // canaried window, and compares with want.
 func decodeCanary(t *testing.T, name string, c *Chunk, want []byte) {
 	t.Helper()
-	cn := testutil.NewCanary(int(c.Nbytes))
+	cn := testkit.NewCanary(int(c.Nbytes))
 	if err := c.Decode(cn.Dst()); err != nil {
 		t.Fatalf("%s: Decode: %v", name, err)
 	}
@@ -38,7 +38,7 @@ func decodeCanary(t *testing.T, name string, c *Chunk, want []byte) {
 	}
 	for i := 0; i < c.NumBlocks(); i++ {
 		bl, off := c.BlockLen(i), c.BlockOffset(i)
-		cb := testutil.NewCanary(bl)
+		cb := testkit.NewCanary(bl)
 		if err := c.DecodeBlock(cb.Dst(), i); err != nil {
 			t.Fatalf("%s: DecodeBlock(%d): %v", name, i, err)
 		}
@@ -49,7 +49,7 @@ func decodeCanary(t *testing.T, name string, c *Chunk, want []byte) {
 			t.Fatalf("%s: DecodeBlock(%d) gives wrong bytes", name, i)
 		}
 		for _, w := range rangeWindows(bl, i) {
-			cr := testutil.NewCanary(w[1])
+			cr := testkit.NewCanary(w[1])
 			if err := c.DecodeBlockRange(cr.Dst(), i, w[0]); err != nil {
 				t.Fatalf("%s: DecodeBlockRange(block %d, [%d,+%d)): %v", name, i, w[0], w[1], err)
 			}
@@ -61,7 +61,7 @@ func decodeCanary(t *testing.T, name string, c *Chunk, want []byte) {
 			}
 			// The same bytes as a range and the rest after it.
 			k := w[1] - w[1]/7
-			cd, ce := testutil.NewCanary(k), testutil.NewCanary(w[1]-k)
+			cd, ce := testkit.NewCanary(k), testkit.NewCanary(w[1]-k)
 			if err := c.DecodeBlockRangeRest(cd.Dst(), ce.Dst(), i, w[0]); err != nil {
 				t.Fatalf("%s: DecodeBlockRangeRest(block %d, [%d,+%d), +%d): %v", name, i, w[0], k, w[1]-k, err)
 			}
@@ -182,7 +182,7 @@ func canaryGrid(t *testing.T, codecs []int) {
 		typesizes = []int{1, 8, 3}
 		blocksizes = []int{1 << 10, 16 << 10, n}
 	}
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		// Go code runs an order of magnitude slower under the detector,
 		// which does not see the assembly stores this test is about; the
 		// whole grid runs without it (make test's simd step).
@@ -409,7 +409,7 @@ func TestCanaryCodecs(t *testing.T) {
 				// As the chunk decoder calls it on the caller's memory:
 				// capped at its length (a Decompressor may use spare
 				// capacity as scratch).
-				cn := testutil.NewCanary(n)
+				cn := testkit.NewCanary(n)
 				dst := cn.Dst()
 				if err := decompressor(e.codec)(dst[:n:n], comp, e.dict); err != nil {
 					t.Fatalf("%s: %v", name, err)
@@ -492,7 +492,7 @@ func TestCanaryCompressors(t *testing.T) {
 			for _, n := range []int{40, 1000, 65536, 100003} {
 				src := canaryData(r, kind, n)
 				for _, budget := range []int{n / 8, n / 2, n - 1, n + 64} {
-					cn := testutil.NewCanary(budget)
+					cn := testkit.NewCanary(budget)
 					k, err := compressor(codec)(cn.Dst(), src, 1+kind*2)
 					if err != nil {
 						t.Fatalf("%s: %v", CodecName(codec), err)

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // testData returns n bytes of one of several realistic shapes.
@@ -284,7 +286,7 @@ func TestNoOpShuffleDropped(t *testing.T) {
 // KiB of hash table, zeroed) made 4.4 MB of garbage per 4 MiB chunk, and
 // a nil dst was grown by appends that copied the chunk over and over.
 func TestCompressAllocs(t *testing.T) {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		t.Skip("sync.Pool drops items under the race detector, on purpose")
 	}
 	src := benchFloat64(4 << 20)

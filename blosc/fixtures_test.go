@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 )
 
 func loadFixtures(t testing.TB) []fixtures.Fixture {

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/pierrec/lz4/v4"
 )
 
@@ -66,14 +66,14 @@ const maxFuzzOutput = 16 << 20
 // FuzzDecode decodes arbitrary chunks whole and block by block, through
 // memory and through an io.ReaderAt, each into a window of a larger
 // buffer whose front and spare capacity hold a guard pattern
-// (testutil.Canary); it must never panic, never write outside the window
+// (testkit.Canary); it must never panic, never write outside the window
 // (whether the chunk decodes or not), and both paths must agree.
 func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		mem := testutil.StartAlloc()
+		mem := testkit.StartAlloc()
 		c, err := NewChunkBytes(b)
 		if err != nil {
 			mem.Check(t, len(b), 0)
@@ -85,9 +85,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		// The target's own: the whole chunk and every block, each in a
 		// canaried window, and the guard pattern.
-		own := 2*uint64(c.Nbytes) + uint64(c.NumBlocks()+1)*(testutil.CanaryFront+testutil.CanaryBack) + 1<<20 + uint64(c.Nbytes)
+		own := 2*uint64(c.Nbytes) + uint64(c.NumBlocks()+1)*(testkit.CanaryFront+testkit.CanaryBack) + 1<<20 + uint64(c.Nbytes)
 		defer mem.Check(t, len(b), own)
-		cf := testutil.NewCanary(int(c.Nbytes))
+		cf := testkit.NewCanary(int(c.Nbytes))
 		full := cf.Dst()
 		fullErr := c.Decode(full)
 		if err := cf.Check(); err != nil {
@@ -99,7 +99,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		var total int
 		for i := 0; i < rc.NumBlocks(); i++ {
-			cb := testutil.NewCanary(rc.BlockLen(i))
+			cb := testkit.NewCanary(rc.BlockLen(i))
 			dst := cb.Dst()
 			total += len(dst)
 			err := rc.DecodeBlock(dst, i)
@@ -126,7 +126,7 @@ func FuzzDecode(f *testing.F) {
 			old := useLibzstd.Load()
 			useLibzstd.Store(!old)
 			defer useLibzstd.Store(old)
-			co := testutil.NewCanary(int(c.Nbytes))
+			co := testkit.NewCanary(int(c.Nbytes))
 			otherErr := c.Decode(co.Dst())
 			if err := co.Check(); err != nil {
 				t.Fatalf("Decode with the other zstd decoder (err %v) %s", otherErr, err)
@@ -165,7 +165,7 @@ func FuzzDecodeRange(f *testing.F) {
 		whole := make([]byte, bl)
 		wholeErr := c.DecodeBlock(whole, i)
 		for _, cc := range []*Chunk{c, rc} {
-			cn := testutil.NewCanary(ln)
+			cn := testkit.NewCanary(ln)
 			err := cc.DecodeBlockRange(cn.Dst(), i, from)
 			if cerr := cn.Check(); cerr != nil {
 				t.Fatalf("DecodeBlockRange(block %d, [%d,+%d)) (err %v) %s", i, from, ln, err, cerr)
@@ -212,7 +212,7 @@ func FuzzLZ4Prefix(f *testing.F) {
 		whole := make([]byte, size)
 		wn, wholeErr := lz4.UncompressBlock(src, whole)
 		nd := int(need) % (size + 1)
-		cn := testutil.NewCanary(size)
+		cn := testkit.NewCanary(size)
 		err := decodeLZ4Prefix(cn.Dst(), src, nil, nd)
 		if cerr := cn.Check(); cerr != nil {
 			t.Fatalf("decodeLZ4Prefix(need %d of %d) (err %v) %s", nd, size, err, cerr)
@@ -234,7 +234,7 @@ func FuzzLZ4Prefix(f *testing.F) {
 		if from < 0 {
 			return
 		}
-		cr := testutil.NewCanary(size)
+		cr := testkit.NewCanary(size)
 		err = decodeLZ4Range(cr.Dst(), src, nil, from, nd)
 		if cerr := cr.Check(); cerr != nil {
 			t.Fatalf("decodeLZ4Range([%d,%d) of %d) (err %v) %s", from, nd, size, err, cerr)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // interopScript decodes the chunks we wrote (go_N.blosc → go_N.out) and
@@ -44,7 +44,7 @@ blosc.set_blocksize(0)
 // the reference decodes the Blosc1 chunks we write bit-exact, for all its
 // codecs, shuffles and typesizes, and that we decode the chunks it writes.
 func TestCInterop(t *testing.T) {
-	py := testutil.Python(t, "blosc")
+	py := testkit.Python(t, "blosc")
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(7, 7))
 	type job struct {

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // TestLZ4CDecodes has c-blosc 1.21 (Debian's python3-blosc,
@@ -22,7 +22,7 @@ import (
 // back to stored streams or a stored chunk. It wants the source back bit
 // for bit.
 func TestLZ4CDecodes(t *testing.T) {
-	py := testutil.Python(t, "blosc")
+	py := testkit.Python(t, "blosc")
 	dir := t.TempDir()
 	noise := make([]byte, 1<<20)
 	r := rand.New(rand.NewPCG(3, 4))

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/pierrec/lz4/v4"
 )
 
@@ -190,7 +190,7 @@ func FuzzLZ4Walk(f *testing.F) {
 		// The resolver alone, with no budget or share of literals to
 		// decline for: every byte of [0, nd) from the records.
 		if wok && !rec.full && nd > 0 {
-			cn := testutil.NewCanary(len(data))
+			cn := testkit.NewCanary(len(data))
 			r := lz4Resolver{src: src, seqs: rec.seqs[:len(rec.seqs)+1], budget: math.MaxInt}
 			if !r.fill(cn.Dst()[:nd], 0, len(rec.seqs)-1) {
 				t.Fatal("the resolver ran out of an unbounded budget")
@@ -209,7 +209,7 @@ func FuzzLZ4Walk(f *testing.F) {
 		for _, fr := range []int{0, from} {
 			for _, mem := range []bool{true, false} {
 				for _, withPart := range []bool{false, true} {
-					cn := testutil.NewCanary(len(data))
+					cn := testkit.NewCanary(len(data))
 					var part []byte
 					if withPart {
 						part = bytes.Repeat([]byte{0xa5}, len(data))
@@ -303,7 +303,7 @@ func TestResolveLZ4(t *testing.T) {
 					rec := getLZ4Rec()
 					var w lz4Walker
 					_, m, found := w.cutRecord(src, need, true, rec)
-					cn := testutil.NewCanary(n)
+					cn := testkit.NewCanary(n)
 					ok := found == lz4Found && resolveLZ4(cn.Dst(), src, rec, from, need, m)
 					putLZ4Rec(rec)
 					if !ok {
@@ -319,7 +319,7 @@ func TestResolveLZ4(t *testing.T) {
 				// Through a blockSrc with a compact part, as decodeRange
 				// calls it: a range worth resolving lands in the part.
 				part := make([]byte, n)
-				cs := testutil.NewCanary(n)
+				cs := testkit.NewCanary(n)
 				resolved, err := (&blockSrc{mem: src}).decodeLZ4Range(cs.Dst(), part, 0, len(src), nil, from, need)
 				if err != nil {
 					t.Fatalf("blockSrc.decodeLZ4Range([%d,%d)): %v", from, need, err)
@@ -334,7 +334,7 @@ func TestResolveLZ4(t *testing.T) {
 				if !bytes.Equal(got[from:need], tc.data[from:need]) {
 					t.Fatalf("blockSrc.decodeLZ4Range([%d,%d)): wrong bytes", from, need)
 				}
-				cn := testutil.NewCanary(n)
+				cn := testkit.NewCanary(n)
 				if err := decodeLZ4Range(cn.Dst(), src, nil, from, need); err != nil {
 					t.Fatalf("decodeLZ4Range([%d,%d)): %v", from, need, err)
 				}

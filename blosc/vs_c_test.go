@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // cTiming decodes each chunk file with c-blosc 1.21 (Debian's
@@ -30,7 +30,7 @@ for path in sys.argv[1:]:
 // package and with c-blosc 1.21 (single thread each, best of 30), in one
 // run, and reports both speeds and their ratio per codec.
 func BenchmarkVsCBlosc(b *testing.B) {
-	py := testutil.Python(b, "blosc")
+	py := testkit.Python(b, "blosc")
 	dir := b.TempDir()
 	type tc struct {
 		name  string

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // get acquires key, loading n bytes on a miss, and releases it.
@@ -74,7 +76,16 @@ func TestSingleFlight(t *testing.T) {
 			r.Release()
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The loader holds the key until the 15 others wait for it.
+	waiting := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		cl := c.inflight["k"]
+		return cl != nil && cl.waiters == 15
+	}
+	if !testkit.Eventually(t, 10*time.Second, waiting) {
+		t.Fatal("the 15 other callers did not come to wait for the load")
+	}
 	close(release)
 	wg.Wait()
 	if calls.Load() != 1 {
@@ -243,12 +254,8 @@ func TestAllocWarms(t *testing.T) {
 	if len(b) != n {
 		t.Fatalf("Alloc(%d) gave %d bytes", n, len(b))
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Stats().Warmed < warmBytes/n {
-		if time.Now().After(deadline) {
-			t.Fatalf("warmed %d buffers in 10 s, want %d", c.Stats().Warmed, warmBytes/n)
-		}
-		time.Sleep(time.Millisecond)
+	if !testkit.Eventually(t, 10*time.Second, func() bool { return c.Stats().Warmed >= warmBytes/n }) {
+		t.Fatalf("warmed %d buffers in 10 s, want %d", c.Stats().Warmed, warmBytes/n)
 	}
 	for range warmBytes / n {
 		if b := c.Alloc(n); len(b) != n || cap(b) != n {
@@ -262,7 +269,14 @@ func TestAllocWarms(t *testing.T) {
 	c = New[int](1 << 20)
 	c.Alloc(1024)
 	c.Alloc(n)
-	time.Sleep(50 * time.Millisecond)
+	warmed := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.warming
+	}
+	if !testkit.Eventually(t, 10*time.Second, warmed) {
+		t.Fatal("the warm goroutine still runs after 10 s")
+	}
 	c.mu.Lock()
 	if c.freeBytes > c.freeMax || len(c.free[1024]) != 0 {
 		t.Errorf("free bytes %d (bound %d), %d small buffers warmed", c.freeBytes, c.freeMax, len(c.free[1024]))

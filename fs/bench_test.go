@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/pack/frame"
 	"golang.org/x/sys/unix"
 )
@@ -213,10 +213,10 @@ func BenchmarkMount(b *testing.B) {
 
 		mnt, unmount = mount()
 		dropCaches()
-		p50, p99 := testutil.ReadLatencies(b, filepath.Join(mnt, "lz4"), size, 2000)
+		p50, p99 := testkit.ReadLatencies(b, filepath.Join(mnt, "lz4"), size, 2000)
 		res["cold4k-p50-µs"], res["cold4k-p99-µs"] = float64(p50.Microseconds()), float64(p99.Microseconds())
 		timeCmd(b, "cat", filepath.Join(mnt, "lz4")) // the whole file into the page cache
-		p50, p99 = testutil.ReadLatencies(b, filepath.Join(mnt, "lz4"), size, 20000)
+		p50, p99 = testkit.ReadLatencies(b, filepath.Join(mnt, "lz4"), size, 20000)
 		res["warm4k-p50-µs"], res["warm4k-p99-µs"] = float64(p50.Nanoseconds())/1e3, float64(p99.Nanoseconds())/1e3
 		unmount()
 		keys := make([]string, 0, len(res))

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/hostile"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -27,7 +27,7 @@ import (
 // skip, in CI.
 func mountSrc(t *testing.T, src, base string, opts Options) (mnt string, logs *syncBuffer) {
 	t.Helper()
-	if skip, fail := testutil.MountPrereqs("these tests"); fail != "" {
+	if skip, fail := testkit.MountPrereqs("these tests"); fail != "" {
 		t.Fatal(fail)
 	} else if skip != "" {
 		t.Skip(skip)
@@ -294,7 +294,7 @@ func TestPlainSwappedForFIFO(t *testing.T) {
 // daemon's memory stays far below the chunk's size; it used to hold the
 // chunk whole, and more.
 func TestHostileHugeChunkWrite(t *testing.T) {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		// Compressing 2 GiB through instrumented code takes minutes,
 		// and one commit is one goroutine's work.
 		t.Skip("runs without the race detector (make canary)")

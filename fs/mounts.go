@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // The daemon never makes a system call on a path inside its own mount:
@@ -32,9 +34,19 @@ type MountInfo struct {
 	Source string // the mount's source (fsname)
 	FSType string // fuse.bloscfs for ours
 	// Major and Minor are the device of the mount; for a FUSE mount the
-	// minor number names its connection in /sys/fs/fuse/connections.
+	// whole device number names its connection (Conn).
 	Major, Minor uint32
 }
+
+// Conn returns the name of a FUSE mount's connection in the FUSE control
+// filesystem (/sys/fs/fuse/connections): the kernel's internal number of
+// the mount's device, major<<20 | minor (MKDEV), in decimal.
+func (m MountInfo) Conn() string {
+	return strconv.FormatUint(uint64(m.Major)<<20|uint64(m.Minor), 10)
+}
+
+// Dev returns the mount's device as "MAJOR:MINOR".
+func (m MountInfo) Dev() string { return fmt.Sprintf("%d:%d", m.Major, m.Minor) }
 
 // Mounts lists the mounts of this process's namespace, in the order of
 // /proc/self/mountinfo (a later mount on the same directory is above an
@@ -79,6 +91,40 @@ func MountAt(path string) (m MountInfo, ok bool, err error) {
 		}
 	}
 	return m, ok, err
+}
+
+// ResolveMountpoint returns path made absolute and with its symbolic
+// links resolved, as /proc/self/mountinfo shows mountpoints, without
+// looking at what a mount there shows (the stat of a mount whose daemon
+// hangs would hang too): the directories above it are resolved with
+// EvalSymlinks, and the last component is only read as a link
+// (readlink, which no mount is asked to answer). A last component that
+// does not exist is left as it is.
+func ResolveMountpoint(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	for range 40 {
+		dir, base := filepath.Split(abs)
+		if base == "" {
+			return abs, nil
+		}
+		rdir, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return "", err
+		}
+		cur := filepath.Join(rdir, base)
+		target, err := os.Readlink(cur)
+		if err != nil {
+			return cur, nil // not a link
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(rdir, target)
+		}
+		abs = filepath.Clean(target)
+	}
+	return "", fmt.Errorf("%s: %w", path, syscall.ELOOP)
 }
 
 // IsMountpoint reports whether path is the mountpoint of a mount, from
@@ -193,11 +239,13 @@ func (s *Server) Detach() error { return Unmount(s.dir, true) }
 
 // Unmount unmounts the mount at dir: with umount2(2) as root, else with
 // fusermount3 -u (which lets a user unmount the mounts it made). lazy
-// detaches a busy mount (MNT_DETACH, fusermount3 -z).
+// detaches a busy mount (MNT_DETACH, fusermount3 -z). A symbolic link
+// at dir is not followed (UMOUNT_NOFOLLOW): dir must be the mountpoint
+// itself (see ResolveMountpoint).
 func Unmount(dir string, lazy bool) error {
-	flags := 0
+	flags := unix.UMOUNT_NOFOLLOW
 	if lazy {
-		flags = syscall.MNT_DETACH
+		flags |= syscall.MNT_DETACH
 	}
 	err := syscall.Unmount(dir, flags)
 	if err == nil || !errors.Is(err, syscall.EPERM) {
@@ -246,8 +294,11 @@ func fusermount() (string, error) {
 // then still at dir and dead (its daemon gone, a look at it fails with
 // ENOTCONN), it unmounts it lazily, so that dir is an empty directory
 // again; a mount that was unmounted cleanly, or one that still answers
-// after watchGrace, is left alone. The daemon may write the mount's device ("MAJOR:MINOR") once it
-// is mounted; the watcher then unmounts only that mount.
+// after watchGrace, is left alone. The daemon writes the mount's device
+// ("MAJOR:MINOR") once it is mounted: the watcher unmounts only a mount
+// of that device, and none at all when it got none (the daemon died
+// before it knew its mount, or another mount is at dir now). It unmounts
+// without following a symbolic link at dir.
 //
 // fusermount3's own auto_unmount is not used: the fusermount3 of fuse
 // 3.14 checks the dead mount with its root privileges, which a mount
@@ -260,8 +311,8 @@ func WatchAutoUnmount(dir string, r io.Reader) error {
 	if err != nil || !ok || m.FSType != "fuse.bloscfs" {
 		return err
 	}
-	if dev != "" && dev != fmt.Sprintf("%d:%d", m.Major, m.Minor) {
-		return nil // another mount now
+	if dev == "" || dev != m.Dev() {
+		return nil // not known to be the daemon's mount
 	}
 	// The pipe ends when the dying daemon closes it, which may come just
 	// before it closes /dev/fuse: until then the connection stands, and a
@@ -278,7 +329,7 @@ func WatchAutoUnmount(dir string, r io.Reader) error {
 			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
-		if m2, ok, err := MountAt(dir); err != nil || !ok || m2.Major != m.Major || m2.Minor != m.Minor {
+		if m2, ok, err := MountAt(dir); err != nil || !ok || m2.Dev() != dev || m2.FSType != "fuse.bloscfs" {
 			return err // unmounted meanwhile, or another mount now
 		}
 	}

@@ -11,7 +11,8 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
 	"github.com/bloscfs/bloscfs/pack/frame"
 	"github.com/bloscfs/bloscfs/remote"
 )
@@ -23,7 +24,7 @@ func TestRemoteSequentialGETs(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("mounting needs root (go-fuse DirectMount)")
 	}
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		// 1 GiB through instrumented decoders takes minutes; the
 		// read-ahead's goroutines run under the detector in the other
 		// remote tests. make canary runs this one without it.

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/fakes3"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/remote"
 	"github.com/hanwen/go-fuse/v2/fuse"

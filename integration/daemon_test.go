@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,8 +39,7 @@ func TestNoCallsThroughOwnMount(t *testing.T) {
 	src, plain := smallSource(t)
 	for _, auto := range []bool{false, true} {
 		t.Run(fmt.Sprintf("auto_unmount=%v", auto), func(t *testing.T) {
-			dir := newMountpoint(t)
-			m := expectMount(t, src, dir)
+			dir := mounttest.NewMountpoint(t)
 			tmp := t.TempDir()
 			out, log := filepath.Join(tmp, "strace"), filepath.Join(tmp, "log")
 			args := []string{"-f", "-qq", "-s", "4096", "-o", out, "-e", "trace=%file,%desc,mount,umount2",
@@ -48,37 +48,23 @@ func TestNoCallsThroughOwnMount(t *testing.T) {
 				args = append(args, "-o", "auto_unmount")
 			}
 			args = append(args, src, dir)
-			cmd := exec.Command(strace, args...)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			deadline := time.Now().Add(30 * time.Second)
-			for !isMounted(dir) {
-				if time.Now().After(deadline) {
-					cmd.Process.Kill()
-					t.Fatalf("not mounted after 30s under strace")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			m.pid = findDaemon(dir)
-			register(dir, m.pid)
+			m := mounttest.Start(t, exec.Command(strace, args...), dir)
+			m.Bin = bin // the cleanup unmounts with bloscfs unmount
+			pid := mounttest.FindDaemon(dir)
 			workload(t, dir, plain)
-			if m.pid == 0 {
+			if pid == 0 {
 				t.Fatal("no daemon found")
 			}
-			syscall.Kill(m.pid, syscall.SIGTERM)
+			syscall.Kill(pid, syscall.SIGTERM)
 			select {
-			case err := <-exited:
-				if err != nil {
-					t.Errorf("strace bloscfs mount -f: %v", err)
+			case <-m.Exited:
+				if m.ExitErr != nil {
+					t.Errorf("strace bloscfs mount -f: %v", m.ExitErr)
 				}
 			case <-time.After(60 * time.Second):
 				t.Fatal("the daemon under strace did not exit within 60s of SIGTERM")
 			}
-			if isMounted(dir) {
+			if mounttest.IsMounted(dir) {
 				t.Errorf("still mounted after SIGTERM")
 			}
 			b, err := os.ReadFile(out)
@@ -268,19 +254,6 @@ func asUser(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// waitUnmounted polls until dir is no mountpoint, up to d; it returns how
-// long that took, or false.
-func waitUnmounted(dir string, d time.Duration) (time.Duration, bool) {
-	start := time.Now()
-	for isMounted(dir) {
-		if time.Since(start) > d {
-			return time.Since(start), false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start), true
-}
-
 // checkUsableEmpty checks that dir is an empty directory again, that
 // can be listed and mounted on.
 func checkUsableEmpty(t *testing.T, dir string) {
@@ -308,10 +281,11 @@ func TestAutoUnmount(t *testing.T) {
 				exe, src, dir, log = userSetup(t)
 			} else {
 				src, _ = smallSource(t)
-				dir = newMountpoint(t)
+				dir = mounttest.NewMountpoint(t)
 				os.WriteFile(filepath.Join(src, "hello.txt"), []byte("hello\n"), 0o644)
 			}
-			m := expectMount(t, src, dir)
+			m := mounttest.Expect(t, bin, src, dir)
+			m.Log = log
 			args := []string{exe, "mount", "--log", log, "-o", "auto_unmount"}
 			if c.fg {
 				args = append(args, "-f")
@@ -330,26 +304,26 @@ func TestAutoUnmount(t *testing.T) {
 					t.Fatal(err)
 				}
 				go cmd.Wait()
-				if _, ok := waitMounted(dir, 30*time.Second); !ok {
+				if !testkit.Eventually(t, 30*time.Second, func() bool { return mounttest.IsMounted(dir) }) {
 					t.Fatalf("not mounted after 30s: %s", stderr.String())
 				}
 			} else if err := cmd.Run(); err != nil {
 				t.Fatalf("%v: %v: %s", args, err, stderr.String())
 			}
-			if !isMounted(dir) {
+			if !mounttest.IsMounted(dir) {
 				t.Fatalf("%v returned but %s is not mounted", args, dir)
 			}
 			readHello(t, c.user, dir)
-			m.pid = findDaemon(dir)
-			if m.pid == 0 {
+			m.PID = mounttest.FindDaemon(dir)
+			if m.PID == 0 {
 				t.Fatal("no daemon serves the mount")
 			}
-			syscall.Kill(m.pid, syscall.SIGKILL)
-			took, ok := waitUnmounted(dir, time.Second)
-			if !ok {
-				t.Fatalf("%s is still mounted %v after its daemon was killed\nlog:\n%s", dir, took, m.logTextAt(log))
+			syscall.Kill(m.PID, syscall.SIGKILL)
+			killed := time.Now()
+			if !testkit.Eventually(t, time.Second, func() bool { return !mounttest.IsMounted(dir) }) {
+				t.Fatalf("%s is still mounted %v after its daemon was killed\nlog:\n%s", dir, time.Since(killed), m.LogText())
 			}
-			t.Logf("the dead mount went %v after the SIGKILL", took.Round(time.Millisecond))
+			t.Logf("the dead mount went %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
 			checkUsableEmpty(t, dir)
 			// Usable: mount it again.
 			again := exec.Command(exe, "mount", "--log", log, src, dir)
@@ -359,7 +333,7 @@ func TestAutoUnmount(t *testing.T) {
 			if out, err := again.CombinedOutput(); err != nil {
 				t.Fatalf("mounting again on %s: %v: %s", dir, err, out)
 			}
-			m.pid = findDaemon(dir)
+			m.PID = mounttest.FindDaemon(dir)
 			readHello(t, c.user, dir)
 			un := exec.Command(exe, "unmount", dir)
 			if c.user {
@@ -387,24 +361,6 @@ func readHello(t *testing.T, user bool, dir string) {
 	if err != nil || string(b) != "hello\n" {
 		t.Errorf("hello.txt through the mount: %q, %v", b, err)
 	}
-}
-
-// logTextAt returns the content of a log file.
-func (m *mount) logTextAt(path string) string {
-	b, _ := os.ReadFile(path)
-	return string(b)
-}
-
-// waitMounted polls until dir is a mountpoint, up to d.
-func waitMounted(dir string, d time.Duration) (time.Duration, bool) {
-	start := time.Now()
-	for !isMounted(dir) {
-		if time.Since(start) > d {
-			return time.Since(start), false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start), true
 }
 
 // TestFstabAutoUnmount mounts from an fstab line with auto_unmount through
@@ -446,7 +402,7 @@ echo "gone after $i polls"
 echo "entries: $(ls -A %[2]q | wc -l)"
 echo done
 `, binDir, dir, fstab, src)
-	r := runProg(cmdTimeout, unshare, "--mount", "--propagation", "private", "sh", "-c", script)
+	r := testkit.Run(cmdTimeout, unshare, "--mount", "--propagation", "private", "sh", "-c", script)
 	out := string(r.Stdout)
 	t.Logf("in the private namespace:\n%s%s", out, r.Stderr)
 	if r.Err != nil {
@@ -471,29 +427,29 @@ func TestDeadMount(t *testing.T) {
 			m := mountForeground(t, bin, src)
 			var held *os.File
 			if holdFile {
-				f, err := os.Open(m.path("hello.txt"))
+				f, err := os.Open(m.Path("hello.txt"))
 				if err != nil {
 					t.Fatal(err)
 				}
 				held = f
 				defer held.Close()
 			}
-			m.cmd.Process.Signal(syscall.SIGKILL)
-			if !m.waitExit(time.Second) {
+			m.Cmd.Process.Signal(syscall.SIGKILL)
+			if !m.WaitExit(time.Second) {
 				t.Fatalf("the daemon survived SIGKILL for 1s")
 			}
-			if !isMounted(m.dir) {
-				t.Fatalf("%s is not mounted after the kill (without auto_unmount it stays, dead)", m.dir)
+			if !mounttest.IsMounted(m.Dir) {
+				t.Fatalf("%s is not mounted after the kill (without auto_unmount it stays, dead)", m.Dir)
 			}
 			var st syscall.Stat_t
-			if err := syscall.Stat(m.dir, &st); err != syscall.ENOTCONN {
+			if err := syscall.Stat(m.Dir, &st); err != syscall.ENOTCONN {
 				t.Fatalf("stat of the dead mount: %v, want ENOTCONN", err)
 			}
-			r := runProg(30*time.Second, bin, "mount", src, m.dir)
-			if r.Code == 0 || !strings.Contains(string(r.Stderr), "dead FUSE mount") || !strings.Contains(string(r.Stderr), "bloscfs unmount "+m.dir) {
+			r := testkit.Run(30*time.Second, bin, "mount", src, m.Dir)
+			if r.Code == 0 || !strings.Contains(string(r.Stderr), "dead FUSE mount") || !strings.Contains(string(r.Stderr), "bloscfs unmount "+m.Dir) {
 				t.Errorf("mount onto the dead mount: %v; want a failure that says it is dead and how to clear it", r)
 			}
-			r = m.unmount()
+			r = m.Unmount()
 			if r.Err != nil {
 				t.Fatalf("bloscfs unmount of the dead mount: %v", r)
 			}
@@ -504,10 +460,10 @@ func TestDeadMount(t *testing.T) {
 			if !strings.Contains(string(r.Stdout), want) {
 				t.Errorf("bloscfs unmount said %q; want it to say %q", r.Stdout, want)
 			}
-			if isMounted(m.dir) {
-				t.Errorf("%s is still mounted after bloscfs unmount", m.dir)
+			if mounttest.IsMounted(m.Dir) {
+				t.Errorf("%s is still mounted after bloscfs unmount", m.Dir)
 			}
-			checkUsableEmpty(t, m.dir)
+			checkUsableEmpty(t, m.Dir)
 		})
 	}
 }
@@ -519,47 +475,35 @@ func TestDeadMount(t *testing.T) {
 // then abort its FUSE connection, say so, and leave no mount and no
 // process behind.
 func TestUnmountAbortsStuckDaemon(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	stuck := filepath.Join(t.TempDir(), "bloscfs")
-	if err := testutil.BuildCommand(stuck, "./integration/internal/stuckd"); err != nil {
+	if err := testkit.BuildCommand(stuck, "./integration/internal/stuckd"); err != nil {
 		t.Fatal(err)
 	}
 	src := t.TempDir()
 	for try := 1; try <= 40; try++ {
-		dir := newMountpoint(t)
-		m := expectMount(t, src, dir)
-		cmd := exec.Command(stuck, "mount", "-f", src, dir)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		m.pid = cmd.Process.Pid
-		register(dir, m.pid)
-		if _, ok := waitMounted(dir, 10*time.Second); !ok {
-			t.Fatalf("stuckd did not mount: %s", out.String())
-		}
+		dir := mounttest.NewMountpoint(t)
+		m := mounttest.Start(t, exec.Command(stuck, "mount", "-f", src, dir), dir)
+		m.Bin = bin // the cleanup unmounts with bloscfs unmount
 		time.Sleep(20 * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
+		m.Cmd.Process.Signal(syscall.SIGKILL)
 		select {
-		case <-exited:
-			runProg(30*time.Second, "umount", "-l", dir) // not stuck this time
+		case <-m.Exited:
+			testkit.Run(30*time.Second, "umount", "-l", dir) // not stuck this time
 			continue
 		case <-time.After(time.Second):
 		}
-		t.Logf("try %d: the killed daemon (pid %d) is stuck", try, m.pid)
-		r := runProg(30*time.Second, bin, "unmount", dir)
+		t.Logf("try %d: the killed daemon (pid %d) is stuck", try, m.PID)
+		r := testkit.Run(30*time.Second, bin, "unmount", dir)
 		if r.Err != nil || !strings.Contains(string(r.Stdout), "aborted FUSE connection") {
 			t.Errorf("bloscfs unmount of the stuck daemon's mount: %v; want exit 0 and a word on the aborted connection", r)
 		}
 		select {
-		case <-exited:
+		case <-m.Exited:
 		case <-time.After(5 * time.Second):
 			t.Fatalf("the stuck daemon still runs 5s after bloscfs unmount")
 		}
-		if isMounted(dir) {
+		if mounttest.IsMounted(dir) {
 			t.Errorf("%s is still mounted", dir)
 		}
 		return

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/hostile"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +30,7 @@ const callTimeout = 60 * time.Second
 // every call returns (the right bytes, or an error for what is refused),
 // and the daemon's peak RSS stays under the cache + 128 MiB.
 func TestHostileMount(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	requireTool(t, "dd")
 	src := filepath.Join(t.TempDir(), "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
@@ -68,7 +70,7 @@ func TestHostileMount(t *testing.T) {
 	const cache, slack = 64 << 20, 128 << 20
 	m := mountDaemon(t, src, "--cache-size", "64MiB")
 
-	r := runProg(callTimeout, "ls", "-l", m.dir)
+	r := testkit.Run(callTimeout, "ls", "-l", m.Dir)
 	if r.Err != nil {
 		t.Fatalf("ls -l: %v", r)
 	}
@@ -94,7 +96,7 @@ func TestHostileMount(t *testing.T) {
 		"fifo_chunk":         {eio: true},
 	}
 	for name, w := range files {
-		p := m.path(name)
+		p := m.Path(name)
 		var st syscall.Stat_t
 		if err := syscall.Stat(p, &st); err != nil {
 			t.Errorf("stat %s: %v", name, err)
@@ -105,7 +107,7 @@ func TestHostileMount(t *testing.T) {
 			continue
 		}
 		size := st.Size
-		r := runProg(callTimeout, "head", "-c", "4096", p)
+		r := testkit.Run(callTimeout, "head", "-c", "4096", p)
 		switch {
 		case r.Err != nil && ctxTimedOut(r):
 			t.Errorf("head %s: %v", name, r)
@@ -121,40 +123,40 @@ func TestHostileMount(t *testing.T) {
 			t.Errorf("head %s: %q, want prefix %q", name, r.Stdout[:min(len(r.Stdout), 16)], w.prefix)
 		}
 		for _, off := range []int64{size / 3, size / 2, max(size-4096, 0)} {
-			r := runProg(callTimeout, "dd", "if="+p, "of=/dev/null", "bs=4096", "count=1", "iflag=skip_bytes", "skip="+strconv.FormatInt(off, 10))
+			r := testkit.Run(callTimeout, "dd", "if="+p, "of=/dev/null", "bs=4096", "count=1", "iflag=skip_bytes", "skip="+strconv.FormatInt(off, 10))
 			if ctxTimedOut(r) || (r.Err != nil && !w.eio) {
 				t.Errorf("dd %s at %d: %v", name, off, r)
 			}
 		}
 	}
 	// A 64 MiB direct read of the 2 GiB special block.
-	if r := runProg(callTimeout, "dd", "if="+m.path("special_huge_block"), "of=/dev/null", "bs=64M", "count=1", "iflag=direct"); r.Err != nil {
+	if r := testkit.Run(callTimeout, "dd", "if="+m.Path("special_huge_block"), "of=/dev/null", "bs=64M", "count=1", "iflag=direct"); r.Err != nil {
 		t.Errorf("dd iflag=direct: %v", r)
 	}
 	// A byte of 300 chunks that each parse to 8 MB.
 	cs := int64(1 << 30)
 	for i := int64(0); i < 300; i++ {
-		r := runProg(callTimeout, "dd", "if="+m.path("many_blocks"), "of=/dev/null", "bs=1", "count=1", "iflag=skip_bytes", fmt.Sprintf("skip=%d", i*cs+777))
+		r := testkit.Run(callTimeout, "dd", "if="+m.Path("many_blocks"), "of=/dev/null", "bs=1", "count=1", "iflag=skip_bytes", fmt.Sprintf("skip=%d", i*cs+777))
 		if r.Err != nil {
 			t.Fatalf("dd many_blocks chunk %d: %v", i, r)
 		}
 	}
 	// The whole tiny-chunk file.
-	if r := runProg(callTimeout, "cat", m.path("tiny_chunks")); r.Err != nil || len(r.Stdout) != 1<<18 {
+	if r := testkit.Run(callTimeout, "cat", m.Path("tiny_chunks")); r.Err != nil || len(r.Stdout) != 1<<18 {
 		t.Errorf("cat tiny_chunks: %d bytes, %v", len(r.Stdout), r)
 	}
 	// FIFOs and the symlink are shown as they are.
 	for name, typ := range map[string]uint32{"fifo.blp": syscall.S_IFIFO, "fifo_index.b2frame": syscall.S_IFDIR, "shadow.blp": syscall.S_IFLNK} {
 		var st syscall.Stat_t
-		if err := syscall.Lstat(m.path(name), &st); err != nil || st.Mode&syscall.S_IFMT != typ {
+		if err := syscall.Lstat(m.Path(name), &st); err != nil || st.Mode&syscall.S_IFMT != typ {
 			t.Errorf("%s: %v, mode %o, want type %o", name, err, st.Mode, typ)
 		}
 	}
-	if r := runProg(callTimeout, "ls", "-l", m.path("fifo_index.b2frame")); r.Err != nil {
+	if r := testkit.Run(callTimeout, "ls", "-l", m.Path("fifo_index.b2frame")); r.Err != nil {
 		t.Errorf("ls -l of a sparse frame whose index is a FIFO: %v", r)
 	}
 
-	hwm, err := procStatus(m.pid, "VmHWM")
+	hwm, err := testkit.ProcValue(m.PID, "status", "VmHWM")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,13 +164,13 @@ func TestHostileMount(t *testing.T) {
 	if hwm > cache+slack {
 		t.Errorf("daemon peak RSS %d MiB, over the cache (64 MiB) + 128 MiB", hwm>>20)
 	}
-	if log := m.logText(); !strings.Contains(log, "big_block") {
+	if log := m.LogText(); !strings.Contains(log, "big_block") {
 		t.Errorf("the refused block is not logged:\n%s", log)
 	}
 }
 
 // ctxTimedOut reports whether a program was killed at its timeout.
-func ctxTimedOut(r result) bool {
+func ctxTimedOut(r testkit.Result) bool {
 	return r.Err != nil && strings.Contains(r.Err.Error(), "timed out")
 }
 
@@ -181,7 +183,7 @@ func ctxTimedOut(r result) bool {
 // mapping checked the size after each read), and the daemon keeps
 // serving.
 func TestSourceShrinksUnderMount(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	const size = 32 << 20
 	tmp := t.TempDir()
 	src := filepath.Join(tmp, "src")
@@ -197,7 +199,7 @@ func TestSourceShrinksUnderMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := mountDaemon(t, src)
-	f, err := os.Open(m.path("s"))
+	f, err := os.Open(m.Path("s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,17 +228,49 @@ func TestSourceShrinksUnderMount(t *testing.T) {
 	_, err = f.ReadAt(tail, size-int64(len(tail)))
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("reading the lost tail: %v (the right bytes: %v, all zeros: %v), want EIO\nlog:\n%s",
-			err, bytes.Equal(tail, want[size-len(tail):]), bytes.Count(tail, []byte{0}) == len(tail), m.logText())
+			err, bytes.Equal(tail, want[size-len(tail):]), bytes.Count(tail, []byte{0}) == len(tail), m.LogText())
 	}
-	if !processAlive(m.pid, m.dir) {
+	if !mounttest.ServesMount(m.PID, m.Dir) {
 		t.Fatal("the daemon died")
 	}
-	if log := m.logText(); !strings.Contains(log, "s.b2frame") || !(strings.Contains(log, "mapping") || strings.Contains(log, "unexpected EOF")) {
+	if log := m.LogText(); !strings.Contains(log, "s.b2frame") || !(strings.Contains(log, "mapping") || strings.Contains(log, "unexpected EOF")) {
 		t.Errorf("no log line names the file and the fault:\n%s", log)
 	}
 	// The daemon serves on: another file reads whole and right.
-	got, err := os.ReadFile(m.path("other"))
+	got, err := os.ReadFile(m.Path("other"))
 	if err != nil || !bytes.Equal(got, want) {
 		t.Errorf("reading another file after the fault: %v, equal %v", err, bytes.Equal(got, want))
+	}
+}
+
+// TestHostileZarrMount is issue 33's acceptance test for a local tree: a
+// mount with --cache-size 64MiB over a directory of every hostile Zarr
+// input (internal/testkit/hostile: codec bombs, huge dictionaries and item
+// sizes, sparse metadata and shard indexes, FIFOs as metadata, chunk and
+// shard) beside a sound array. Every listing, stat and read returns
+// within seconds, hostile data fail with EIO, the daemon's peak RSS
+// stays under 512 MiB, and the sound array reads bit-exact afterwards.
+func TestHostileZarrMount(t *testing.T) {
+	setup.Require(t)
+	requireTool(t, "dd")
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := hostile.WriteZarr(src, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := hostile.WriteGoodZarr(filepath.Join(src, "good"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mountDaemon(t, src, "--cache-size", "64MiB")
+	hostile.CheckZarrMount(t, m.Dir, ins, "good", want, m.PID)
+	log := m.LogText()
+	for _, name := range []string{"zstd_bomb", "sparse_zattrs", "v_huge_0d"} {
+		if !strings.Contains(log, name) {
+			t.Errorf("nothing logged of %s:\n%s", name, log)
+		}
 	}
 }

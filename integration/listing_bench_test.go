@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 )
 
 // listingRounds is how many times BenchmarkListing measures each case,
@@ -31,12 +34,7 @@ const listingRounds = 3
 // fresh mount (FUSE passthrough, as root on Linux 6.9+) against the same
 // file directly. The table is appended to BLOSCFS_BENCH_TABLE.
 func BenchmarkListing(b *testing.B) {
-	if skipReason != "" {
-		b.Skip(skipReason)
-	}
-	if setupErr != "" {
-		b.Fatal(setupErr)
-	}
+	setup.Require(b)
 	n := 100000
 	if s := os.Getenv("BLOSCFS_BENCH_FILES"); s != "" {
 		if v, err := strconv.Atoi(s); err == nil && v > 0 {
@@ -73,10 +71,12 @@ func BenchmarkListing(b *testing.B) {
 		}
 	}
 	loopback, note := buildLoopback(b)
-	// A directory changed within the last seconds is listed anew each
-	// time (a change within the same tick of a coarse clock would not
-	// show in its times): let it settle, as archives have.
-	time.Sleep(3 * time.Second)
+	// A directory changed within the last 2 s is listed anew each time (a
+	// change within the same tick of a coarse clock would not show in its
+	// times): let them settle, as archives have.
+	if !testkit.Eventually(b, time.Minute, func() bool { return settled(csrc) && settled(psrc) }) {
+		b.Fatal("the directories did not settle")
+	}
 
 	type times struct{ cold, warm []time.Duration }
 	var direct []time.Duration
@@ -192,92 +192,50 @@ func buildLoopback(b *testing.B) (path, note string) {
 	return path, ""
 }
 
+// settled reports whether dir's last change (mtime or ctime) is more than
+// 2 s old, bloscfs's settle time, with a margin: a listing of it is kept.
+func settled(dir string) bool {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return false
+	}
+	changed := max(time.Unix(st.Mtim.Unix()).UnixNano(), time.Unix(st.Ctim.Unix()).UnixNano())
+	return time.Since(time.Unix(0, changed)) > 2500*time.Millisecond
+}
+
 // withLoopback mounts src at a new mountpoint with go-fuse's loopback
 // example, runs fn on it, and unmounts.
 func withLoopback(b *testing.B, loopback, src string, fn func(mnt string)) {
 	b.Helper()
-	mnt := filepath.Join(b.TempDir(), "loop")
-	os.Mkdir(mnt, 0o755)
-	cmd := exec.Command(loopback, "-q", "-directmount", mnt, src)
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	register(mnt, cmd.Process.Pid)
-	defer func() {
-		if isMounted(mnt) {
-			if err := syscall.Unmount(mnt, 0); err != nil {
-				syscall.Unmount(mnt, syscall.MNT_DETACH)
-			}
-		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		liveMu.Lock()
-		delete(live, mnt)
-		liveMu.Unlock()
-	}()
-	for deadline := time.Now().Add(30 * time.Second); !isMounted(mnt); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatalf("loopback: %s not mounted after 30s", mnt)
-		}
-	}
+	mnt := mounttest.NewMountpoint(b)
+	m := mounttest.Start(b, exec.Command(loopback, "-q", "-directmount", mnt, src), mnt)
 	fn(mnt)
+	m.MustUnmount(b)
 }
 
 // withFreshMountPid mounts src in the foreground, runs fn on the mount
 // point and the daemon's process id, and unmounts.
 func withFreshMountPid(b *testing.B, src string, fn func(mnt string, pid int)) {
 	b.Helper()
-	mnt := filepath.Join(b.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	cmd := exec.Command(bin, "mount", "-f", "--log", filepath.Join(b.TempDir(), "log"), src, mnt)
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	register(mnt, cmd.Process.Pid)
-	defer func() {
-		if isMounted(mnt) {
-			if err := exec.Command(bin, "unmount", mnt).Run(); err != nil {
-				exec.Command("umount", "-l", mnt).Run()
-			}
-		}
-		cmd.Wait()
-		liveMu.Lock()
-		delete(live, mnt)
-		liveMu.Unlock()
-	}()
-	for deadline := time.Now().Add(30 * time.Second); !isMounted(mnt); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatalf("%s not mounted after 30s", mnt)
-		}
-	}
-	fn(mnt, cmd.Process.Pid)
+	m := mounttest.Foreground(b, bin, src, mounttest.NewMountpoint(b))
+	fn(m.Dir, m.PID)
+	m.MustUnmount(b)
 }
 
 // procRSS returns the resident memory of process pid, in bytes.
 func procRSS(b *testing.B, pid int) int64 {
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := testkit.ProcValue(pid, "status", "VmRSS")
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, line := range strings.Split(string(st), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	b.Fatalf("no VmRSS for process %d", pid)
-	return 0
+	return n
 }
 
 // procCPU returns the CPU time (user+sys) process pid has used.
 func procCPU(b *testing.B, pid int) time.Duration {
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := testkit.ProcCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The fields after the command name, which is in parentheses.
-	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	stt, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+stt) * time.Second / 100 // USER_HZ
+	return d
 }

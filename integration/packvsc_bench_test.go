@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -90,7 +90,7 @@ const packVsCRounds = 3
 // directory).
 func BenchmarkPackVsC(b *testing.B) {
 	lib := cblosc2(b, "to compare pack with blosc2_compress")
-	py := testutil.Python(b, "numpy")
+	py := testkit.Python(b, "numpy")
 	driver, why := buildCDriver(b, lib)
 	if why != "" {
 		b.Skip(why)

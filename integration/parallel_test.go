@@ -5,7 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/gridfiles"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/gridfiles"
 )
 
 // TestParallelDecodeMatchesSerial is the differential test of the paths
@@ -19,11 +20,11 @@ import (
 // interleave even on two cores. A decoder that wrote past its output (the
 // zstd overshoot) made `unpack -` print wrong bytes here.
 func TestParallelDecodeMatchesSerial(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	t.Setenv("GOMAXPROCS", "4")
 	src := t.TempDir()
 	g := gridfiles.Small()
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		g = gridfiles.Tiny() // this process writes and decodes the files
 	}
 	files, err := gridfiles.Write(src, g)
@@ -44,7 +45,7 @@ func TestParallelDecodeMatchesSerial(t *testing.T) {
 
 	for rep := 0; rep < 2; rep++ {
 		for _, f := range files {
-			r := runProg(cmdTimeout, bin, "unpack", f.Path, "-")
+			r := testkit.Run(cmdTimeout, bin, "unpack", f.Path, "-")
 			if r.Err != nil {
 				t.Fatalf("unpack %s -: %v", f.Name, r)
 			}
@@ -54,7 +55,7 @@ func TestParallelDecodeMatchesSerial(t *testing.T) {
 		}
 	}
 
-	r := runProg(cmdTimeout, bin, "verify", "--json", src)
+	r := testkit.Run(cmdTimeout, bin, "verify", "--json", src)
 	if r.Err != nil {
 		t.Fatalf("verify %s: %v\n%s", src, r, r.Stdout)
 	}
@@ -76,7 +77,7 @@ func TestParallelDecodeMatchesSerial(t *testing.T) {
 
 	m := mountDaemon(t, src)
 	for _, f := range files {
-		p := m.path(filepath.Join(f.Dir, f.Stem))
+		p := m.Path(filepath.Join(f.Dir, f.Stem))
 		out := mustRun(t, "cat", p)
 		if d := gridfiles.FirstDiff(out, serial[f.Path]); d >= 0 {
 			t.Fatalf("cat %s through the mount differs from the serial decode at offset %d", p, d)

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 )
 
 // TestCorruptAndInvalid reads the broken fixtures: one whose header parses
@@ -29,8 +32,8 @@ func TestCorruptAndInvalid(t *testing.T) {
 	fxs := loadFixtures(t)
 	names := viewNames(t, src)
 
-	bad := m.path("invalid_blp_bad_checksum")
-	if _, err := os.Stat(m.path("invalid_blp_bad_checksum.blp")); !errors.Is(err, os.ErrNotExist) {
+	bad := m.Path("invalid_blp_bad_checksum")
+	if _, err := os.Stat(m.Path("invalid_blp_bad_checksum.blp")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("invalid_blp_bad_checksum.blp visible under its full name (stat: %v); it parses, so it is shown as its stem", err)
 	}
 	for range 2 {
@@ -39,25 +42,25 @@ func TestCorruptAndInvalid(t *testing.T) {
 			t.Errorf("reading %s: %d bytes, %v; want EIO", bad, len(b), err)
 		}
 	}
-	r := runProg(cmdTimeout, "cat", bad)
+	r := testkit.Run(cmdTimeout, "cat", bad)
 	if r.Code == 0 || !strings.Contains(string(r.Stderr), "Input/output error") {
 		t.Errorf("cat %s: %v; want a failure with Input/output error", bad, r)
 	}
 	var line string
-	for _, l := range strings.Split(m.logText(), "\n") {
+	for _, l := range strings.Split(m.LogText(), "\n") {
 		if strings.Contains(l, "invalid_blp_bad_checksum.blp") && strings.Contains(l, "chunk 0") {
 			line = l
 		}
 	}
 	if line == "" {
-		t.Errorf("no log line names invalid_blp_bad_checksum.blp and chunk 0:\n%s", m.logText())
+		t.Errorf("no log line names invalid_blp_bad_checksum.blp and chunk 0:\n%s", m.LogText())
 	} else {
 		t.Logf("log: %s", line)
 	}
 
 	// The daemon keeps serving.
 	good := fixtureByName(t, fxs, "codec_zstd.blp")
-	if b, err := os.ReadFile(m.path("codec_zstd")); err != nil || sha(b) != good.PlainSHA {
+	if b, err := os.ReadFile(m.Path("codec_zstd")); err != nil || sha(b) != good.PlainSHA {
 		t.Errorf("after the EIO, codec_zstd reads %d bytes, %v (sha %s, want %s)", len(b), err, sha(b), good.PlainSHA)
 	}
 
@@ -75,7 +78,7 @@ func TestCorruptAndInvalid(t *testing.T) {
 		if e := names[fx.Name]; e.view != fx.Name || e.compressed {
 			t.Errorf("%s: expected view %+v", fx.Name, e)
 		}
-		got, err := os.ReadFile(m.path(fx.Name))
+		got, err := os.ReadFile(m.Path(fx.Name))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s through the mount: %d bytes, %v; want its %d raw bytes", fx.Name, len(got), err, len(want))
 		}
@@ -83,10 +86,10 @@ func TestCorruptAndInvalid(t *testing.T) {
 	if raw < 5 {
 		t.Errorf("only %d fixtures fail to parse", raw)
 	}
-	if !strings.Contains(m.logText(), "invalid_bad_magic.b2frame: shown raw") {
-		t.Errorf("no log line for invalid_bad_magic.b2frame being shown raw:\n%s", m.logText())
+	if !strings.Contains(m.LogText(), "invalid_bad_magic.b2frame: shown raw") {
+		t.Errorf("no log line for invalid_bad_magic.b2frame being shown raw:\n%s", m.LogText())
 	}
-	if _, err := os.Stat(m.path("invalid_bad_magic")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(m.Path("invalid_bad_magic")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("invalid_bad_magic (stem of a file that does not parse) exists: %v", err)
 	}
 }
@@ -97,20 +100,18 @@ func TestCorruptAndInvalid(t *testing.T) {
 func TestMountBusyMountpoint(t *testing.T) {
 	src := copyFixtures(t)
 	m := mountDaemon(t, src)
-	r := runProg(30*time.Second, bin, "mount", "--log", filepath.Join(t.TempDir(), "log2"), src, m.dir)
+	r := testkit.Run(30*time.Second, bin, "mount", "--log", filepath.Join(t.TempDir(), "log2"), src, m.Dir)
 	msg := strings.TrimSpace(string(r.Stderr))
-	if r.Code != 1 || !strings.Contains(msg, m.dir) || !strings.Contains(msg, "busy") || strings.Contains(msg, "\n") {
-		t.Errorf("second mount on %s: %v; want exit 1 and one line naming the mountpoint as busy", m.dir, r)
+	if r.Code != 1 || !strings.Contains(msg, m.Dir) || !strings.Contains(msg, "busy") || strings.Contains(msg, "\n") {
+		t.Errorf("second mount on %s: %v; want exit 1 and one line naming the mountpoint as busy", m.Dir, r)
 	}
 	// The second daemon reported its error; give it time to exit.
-	for deadline := time.Now().Add(5 * time.Second); countServers(m.dir) > 1 && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := countServers(m.dir); n != 1 {
-		t.Errorf("%d processes serve %s after the failed mount, want 1", n, m.dir)
+	testkit.Eventually(t, 5*time.Second, func() bool { return countServers(m.Dir) <= 1 })
+	if n := countServers(m.Dir); n != 1 {
+		t.Errorf("%d processes serve %s after the failed mount, want 1", n, m.Dir)
 	}
 	fx := fixtureByName(t, loadFixtures(t), "codec_lz4.blp")
-	if b, err := os.ReadFile(m.path("codec_lz4")); err != nil || sha(b) != fx.PlainSHA {
+	if b, err := os.ReadFile(m.Path("codec_lz4")); err != nil || sha(b) != fx.PlainSHA {
 		t.Errorf("first mount after the failed second one: %d bytes, %v", len(b), err)
 	}
 }
@@ -120,7 +121,7 @@ func countServers(mnt string) int {
 	ents, _ := os.ReadDir("/proc")
 	n := 0
 	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil && servesMount(cmdline(pid), mnt) {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && mounttest.ServesMount(pid, mnt) {
 			n++
 		}
 	}
@@ -136,32 +137,32 @@ func TestReadOnly(t *testing.T) {
 		t.Run(strings.Join(flags, ""), func(t *testing.T) {
 			src := copyFixtures(t)
 			m := mountDaemon(t, src, flags...)
-			if !slices.Contains(mountOptions(m.dir), "ro") {
-				t.Errorf("/proc/mounts options of %s: %v, want ro", m.dir, mountOptions(m.dir))
+			if !slices.Contains(mounttest.Options(m.Dir), "ro") {
+				t.Errorf("/proc/mounts options of %s: %v, want ro", m.Dir, mounttest.Options(m.Dir))
 			}
-			r := runProg(cmdTimeout, "touch", m.path("newfile"))
+			r := testkit.Run(cmdTimeout, "touch", m.Path("newfile"))
 			if r.Code == 0 || !strings.Contains(string(r.Stderr), "Read-only file system") {
 				t.Errorf("touch on a read-only mount: %v; want Read-only file system", r)
 			}
-			if err := os.WriteFile(m.path("newfile2"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+			if err := os.WriteFile(m.Path("newfile2"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
 				t.Errorf("create: %v, want EROFS", err)
 			}
-			if f, err := os.OpenFile(m.path("MANIFEST.tsv"), os.O_WRONLY, 0); !errors.Is(err, syscall.EROFS) {
+			if f, err := os.OpenFile(m.Path("MANIFEST.tsv"), os.O_WRONLY, 0); !errors.Is(err, syscall.EROFS) {
 				t.Errorf("open a plain file for writing: %v, want EROFS", err)
 				if f != nil {
 					f.Close()
 				}
 			}
-			if f, err := os.OpenFile(m.path("codec_zstd"), os.O_RDWR, 0); !errors.Is(err, syscall.EROFS) {
+			if f, err := os.OpenFile(m.Path("codec_zstd"), os.O_RDWR, 0); !errors.Is(err, syscall.EROFS) {
 				t.Errorf("open a compressed file for writing: %v, want EROFS", err)
 				if f != nil {
 					f.Close()
 				}
 			}
-			if err := os.Remove(m.path("codec_zstd")); !errors.Is(err, syscall.EROFS) {
+			if err := os.Remove(m.Path("codec_zstd")); !errors.Is(err, syscall.EROFS) {
 				t.Errorf("unlink: %v, want EROFS", err)
 			}
-			if err := os.Mkdir(m.path("d"), 0o755); !errors.Is(err, syscall.EROFS) {
+			if err := os.Mkdir(m.Path("d"), 0o755); !errors.Is(err, syscall.EROFS) {
 				t.Errorf("mkdir: %v, want EROFS", err)
 			}
 			for _, n := range []string{"newfile", "newfile2", "newfile.b2frame", "newfile2.b2frame", "d"} {
@@ -173,11 +174,11 @@ func TestReadOnly(t *testing.T) {
 				t.Errorf("source file gone: %v", err)
 			}
 			fx := fixtureByName(t, loadFixtures(t), "codec_zstd.blp")
-			if b, err := os.ReadFile(m.path("codec_zstd")); err != nil || sha(b) != fx.PlainSHA {
+			if b, err := os.ReadFile(m.Path("codec_zstd")); err != nil || sha(b) != fx.PlainSHA {
 				t.Errorf("read on a read-only mount: %d bytes, %v", len(b), err)
 			}
-			if want := "serving " + src + " at " + m.dir; !strings.Contains(m.logText(), want) {
-				t.Errorf("--log file has no %q:\n%s", want, m.logText())
+			if want := "serving " + src + " at " + m.Dir; !strings.Contains(m.LogText(), want) {
+				t.Errorf("--log file has no %q:\n%s", want, m.LogText())
 			}
 		})
 	}
@@ -189,24 +190,24 @@ func TestForegroundSIGTERM(t *testing.T) {
 	src := copyFixtures(t)
 	m := mountForeground(t, bin, src)
 	fx := fixtureByName(t, loadFixtures(t), "default_api_f64.blp")
-	if b, err := os.ReadFile(m.path("default_api_f64")); err != nil || sha(b) != fx.PlainSHA {
+	if b, err := os.ReadFile(m.Path("default_api_f64")); err != nil || sha(b) != fx.PlainSHA {
 		t.Errorf("read through the -f mount: %d bytes, %v", len(b), err)
 	}
-	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := m.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if !m.waitExit(15 * time.Second) {
+	if !m.WaitExit(15 * time.Second) {
 		t.Fatal("bloscfs mount -f still runs 15s after SIGTERM")
 	}
-	if m.exitErr != nil {
-		out, _ := os.ReadFile(m.stderr)
-		t.Errorf("bloscfs mount -f exited with %v after SIGTERM, want 0:\n%s", m.exitErr, out)
+	if m.ExitErr != nil {
+		out, _ := os.ReadFile(m.Out)
+		t.Errorf("bloscfs mount -f exited with %v after SIGTERM, want 0:\n%s", m.ExitErr, out)
 	}
-	if isMounted(m.dir) {
-		t.Errorf("%s still mounted after SIGTERM", m.dir)
+	if mounttest.IsMounted(m.Dir) {
+		t.Errorf("%s still mounted after SIGTERM", m.Dir)
 	}
-	if !strings.Contains(m.logText(), "unmounted "+m.dir) {
-		t.Errorf("the log does not say the mount was unmounted:\n%s", m.logText())
+	if !strings.Contains(m.LogText(), "unmounted "+m.Dir) {
+		t.Errorf("the log does not say the mount was unmounted:\n%s", m.LogText())
 	}
 }
 
@@ -225,21 +226,14 @@ func TestAllowOther(t *testing.T) {
 		}
 	}
 	fx := fixtureByName(t, loadFixtures(t), "codec_lz4.blp")
-	catAs := func(path string) result {
+	catAs := func(path string) testkit.Result {
 		cmd := exec.Command("cat", path)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
-		var so, se bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &so, &se
-		err := cmd.Run()
-		code := -1
-		if cmd.ProcessState != nil {
-			code = cmd.ProcessState.ExitCode()
-		}
-		return result{Stdout: so.Bytes(), Stderr: se.Bytes(), Err: err, Code: code}
+		return testkit.RunCmd(cmdTimeout, cmd)
 	}
 	// nobody must be able to walk down to the mountpoints.
 	openUp := func(m *mount) {
-		for d := filepath.Dir(m.dir); d != os.TempDir() && d != "/" && len(d) > 1; d = filepath.Dir(d) {
+		for d := filepath.Dir(m.Dir); d != os.TempDir() && d != "/" && len(d) > 1; d = filepath.Dir(d) {
 			os.Chmod(d, 0o755)
 		}
 	}
@@ -247,19 +241,19 @@ func TestAllowOther(t *testing.T) {
 
 	plain := mountDaemon(t, src)
 	openUp(plain)
-	if r := catAs(plain.path("codec_lz4")); r.Code == 0 || !strings.Contains(string(r.Stderr), "Permission denied") {
+	if r := catAs(plain.Path("codec_lz4")); r.Code == 0 || !strings.Contains(string(r.Stderr), "Permission denied") {
 		t.Errorf("nobody reading a mount without allow_other: %v; want Permission denied", r)
 	}
 
 	m := mountDaemon(t, src, "-o", "allow_other")
 	openUp(m)
-	opts := mountOptions(m.dir)
+	opts := mounttest.Options(m.Dir)
 	for _, want := range []string{"allow_other", "default_permissions"} {
 		if !slices.Contains(opts, want) {
-			t.Errorf("/proc/mounts options of %s: %v; want %s", m.dir, opts, want)
+			t.Errorf("/proc/mounts options of %s: %v; want %s", m.Dir, opts, want)
 		}
 	}
-	r := catAs(m.path("codec_lz4"))
+	r := catAs(m.Path("codec_lz4"))
 	if r.Err != nil || sha(r.Stdout) != fx.PlainSHA {
 		t.Errorf("nobody reading with allow_other: %v, %d bytes (sha %s, want %s)", r, len(r.Stdout), sha(r.Stdout), fx.PlainSHA)
 	}
@@ -267,7 +261,7 @@ func TestAllowOther(t *testing.T) {
 	if err := os.Chmod(filepath.Join(src, "codec_zstd.blp"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := catAs(m.path("codec_zstd")); r.Code == 0 {
+	if r := catAs(m.Path("codec_zstd")); r.Code == 0 {
 		t.Errorf("nobody read a 0600 root file through allow_other,default_permissions: %v", r)
 	}
 }
@@ -283,15 +277,15 @@ func TestStatfsLsXattrs(t *testing.T) {
 	names := viewNames(t, src)
 
 	// df: the mount's size is the source filesystem's.
-	out := mustRun(t, "df", "-P", "-k", m.dir)
+	out := mustRun(t, "df", "-P", "-k", m.Dir)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	f := strings.Fields(lines[len(lines)-1])
-	if len(f) < 6 || f[5] != m.dir {
-		t.Fatalf("df -P %s:\n%s", m.dir, out)
+	if len(f) < 6 || f[5] != m.Dir {
+		t.Fatalf("df -P %s:\n%s", m.Dir, out)
 	}
 	kb, _ := strconv.ParseInt(f[1], 10, 64)
 	var sm, ss unix.Statfs_t
-	if err := unix.Statfs(m.dir, &sm); err != nil {
+	if err := unix.Statfs(m.Dir, &sm); err != nil {
 		t.Fatal(err)
 	}
 	if err := unix.Statfs(src, &ss); err != nil {
@@ -302,7 +296,7 @@ func TestStatfsLsXattrs(t *testing.T) {
 	}
 
 	// ls -l: the plain size of every compressed file.
-	out = mustRun(t, "ls", "-ln", "--time-style=+", m.dir)
+	out = mustRun(t, "ls", "-ln", "--time-style=+", m.Dir)
 	sizes := map[string]int64{}
 	for _, l := range strings.Split(string(out), "\n") {
 		f := strings.Fields(l)
@@ -349,7 +343,7 @@ func TestStatfsLsXattrs(t *testing.T) {
 	}
 	for _, c := range cases {
 		fx := fixtureByName(t, fxs, c.disk)
-		p := m.path(names[c.disk].view)
+		p := m.Path(names[c.disk].view)
 		for k, want := range c.attrs {
 			if got := xattr(p, k); got != want {
 				t.Errorf("%s user.bloscfs.%s = %q, want %q", p, k, got, want)
@@ -381,7 +375,7 @@ func TestStatfsLsXattrs(t *testing.T) {
 		if fx.Kind != "b2frame" && fx.Kind != "sframe" {
 			continue
 		}
-		p := m.path(names[diskName(fx)].view)
+		p := m.Path(names[diskName(fx)].view)
 		for _, k := range []string{"codec", "clevel", "typesize"} {
 			if want, ok := fx.Params[k]; ok {
 				if got := xattr(p, k); got != want {

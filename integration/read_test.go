@@ -12,7 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,7 +43,7 @@ func TestSHA256SumFixtures(t *testing.T) {
 			t.Errorf("%s: valid fixture, but pack cannot open it (%+v)", fx.Name, e)
 			continue
 		}
-		p := m.path(e.view)
+		p := m.Path(e.view)
 		paths = append(paths, p)
 		byPath[p] = fx
 	}
@@ -140,7 +141,7 @@ func TestDDRanges(t *testing.T) {
 			t.Errorf("%s is not shown decompressed", f.name)
 			continue
 		}
-		p := m.path(e.view)
+		p := m.Path(e.view)
 		want := unpacked(t, fx.Path)
 		size := int64(len(want))
 		cs, bs := xattrInt(t, p, "chunksize"), xattrInt(t, p, "blocksize")
@@ -246,7 +247,7 @@ func TestNumpy(t *testing.T) {
 			if err := os.WriteFile(refPath, unpacked(t, fx.Path), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			arrs = append(arrs, arr{m.path(e.view), refPath, fx.Dtype, shape, fx.COrderSHA})
+			arrs = append(arrs, arr{m.Path(e.view), refPath, fx.Dtype, shape, fx.COrderSHA})
 		case fx.Params["data"] == "f64smooth" && fx.PlainSize%8 == 0 && fx.PlainSize >= 4096,
 			fx.Params["data"] == "i32count" && fx.PlainSize%4 == 0 && fx.PlainSize >= 4096:
 			dt := "<f8"
@@ -256,7 +257,7 @@ func TestNumpy(t *testing.T) {
 			if err := os.WriteFile(refPath, unpacked(t, fx.Path), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			flats = append(flats, flat{m.path(e.view), refPath, dt})
+			flats = append(flats, flat{m.Path(e.view), refPath, dt})
 		}
 	}
 	var nf64, ni32 int
@@ -356,7 +357,7 @@ func TestRsync(t *testing.T) {
 	m := mountDaemon(t, src)
 	dest := filepath.Join(t.TempDir(), "dest")
 	exp := t.TempDir()
-	mustRun(t, "rsync", "-a", m.dir+"/", dest+"/")
+	mustRun(t, "rsync", "-a", m.Dir+"/", dest+"/")
 
 	var want []string
 	for disk, e := range names {
@@ -372,7 +373,7 @@ func TestRsync(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(exp, e.view), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r := runProg(cmdTimeout, "cmp", filepath.Join(exp, e.view), filepath.Join(dest, e.view))
+		r := testkit.Run(cmdTimeout, "cmp", filepath.Join(exp, e.view), filepath.Join(dest, e.view))
 		if r.Err != nil {
 			t.Errorf("cmp %s (from %s): %s %v", e.view, disk, r.Stdout, r)
 			continue

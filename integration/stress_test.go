@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 )
 
 // TestFioVerify lets fio write a 64 MiB file with verification headers
@@ -24,7 +27,7 @@ import (
 // its header names its own offset, so misplaced data fails as surely as
 // corrupt data.
 func TestFioVerify(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	fio := requireTool(t, "fio")
 	const size = 64 << 20
 	tmp := t.TempDir()
@@ -43,7 +46,7 @@ func TestFioVerify(t *testing.T) {
 	os.Remove(plain)
 
 	m := mountDaemon(t, src)
-	data := m.path("data")
+	data := m.Path("data")
 	args := []string{"--filename=" + data, "--rw=randread", "--verify_fatal=1"}
 	args = append(args, verify...)
 	jobs := fioRun(t, fio, tmp, append(append([]string(nil), args...), "--name=direct", "--direct=1", "--name=buffered", "--direct=0")...)
@@ -74,17 +77,11 @@ func fioRun(t *testing.T, fio, dir string, args ...string) []fioJob {
 	cmd.Dir = dir
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
-	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(cmdTimeout):
-		cmd.Process.Kill()
-		<-done
+	exited, err := testkit.Wait(cmd, cmdTimeout)
+	if !exited {
 		t.Fatalf("fio %s: timed out", strings.Join(args, " "))
 	}
 	out := so.Bytes()
@@ -107,13 +104,13 @@ func fioRun(t *testing.T, fio, dir string, args ...string) []fioJob {
 // every byte, then stops the daemon with SIGTERM: it must exit 0 and
 // report no data race.
 func TestConcurrentReadersRace(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	race := raceBinary(t)
 	const size = 24<<20 + 4321
 	plain := seriesBytes(size)
 	src := packedSource(t, "big", plain, "--codec", "lz4", "--chunk-size", "1MiB")
 	m := mountForeground(t, race, src, "--cache-size", "4MiB")
-	p := m.path("big")
+	p := m.Path("big")
 	if st, err := os.Stat(p); err != nil || st.Size() != size {
 		t.Fatalf("stat %s: %v, %v; want size %d", p, st, err, size)
 	}
@@ -167,21 +164,21 @@ func TestConcurrentReadersRace(t *testing.T) {
 	}
 	t.Logf("%d readers read %d MiB", readers, total>>20)
 
-	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := m.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if !m.waitExit(60 * time.Second) {
+	if !m.WaitExit(60 * time.Second) {
 		t.Fatal("the -race daemon did not exit within 60s of SIGTERM")
 	}
-	out, _ := os.ReadFile(m.stderr)
-	logText := m.logText()
+	out, _ := os.ReadFile(m.Out)
+	logText := m.LogText()
 	for _, s := range []string{"DATA RACE", "panic:", "fatal error:"} {
 		if strings.Contains(string(out), s) || strings.Contains(logText, s) {
 			t.Errorf("the -race daemon reported %q:\n%s\n%s", s, out, logText)
 		}
 	}
-	if m.exitErr != nil {
-		t.Errorf("the -race daemon exited with %v (66 means the race detector found races):\n%s", m.exitErr, out)
+	if m.ExitErr != nil {
+		t.Errorf("the -race daemon exited with %v (66 means the race detector found races):\n%s", m.ExitErr, out)
 	}
 }
 
@@ -189,7 +186,7 @@ func TestConcurrentReadersRace(t *testing.T) {
 // mount while it runs, checks that the daemon still serves, then unmounts
 // with `bloscfs unmount`: the mount must go and the daemon exit.
 func TestKillReaderMidRead(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	requireTool(t, "dd")
 	tmp := t.TempDir()
 	src := filepath.Join(tmp, "src")
@@ -213,25 +210,31 @@ func TestKillReaderMidRead(t *testing.T) {
 	os.Remove(plain)
 
 	m := mountDaemon(t, src)
-	dd := exec.Command("dd", "if="+m.path("big"), "of=/dev/null", "bs=4k", "iflag=direct", "status=none")
+	dd := exec.Command("dd", "if="+m.Path("big"), "of=/dev/null", "bs=4k", "iflag=direct", "status=none")
 	if err := dd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- dd.Wait() }()
 	// Wait until dd has read 8 MiB, then kill it.
-	deadline := time.Now().Add(30 * time.Second)
-	for readBytes(dd.Process.Pid) < 8<<20 {
+	readBytes := func() int64 { n, _ := testkit.ProcValue(dd.Process.Pid, "io", "rchar"); return n }
+	var ddErr error
+	ddDone := false
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		select {
-		case err := <-done:
-			t.Fatalf("dd finished (%v) before it could be killed: the file is too small for this machine", err)
-		case <-time.After(5 * time.Millisecond):
+		case ddErr = <-done:
+			ddDone = true
+		default:
 		}
-		if time.Now().After(deadline) {
-			dd.Process.Kill()
-			<-done
-			t.Fatal("dd read less than 8 MiB in 30s")
-		}
+		return ddDone || readBytes() >= 8<<20
+	})
+	if ddDone {
+		t.Fatalf("dd finished (%v) before it could be killed: the file is too small for this machine", ddErr)
+	}
+	if readBytes() < 8<<20 {
+		dd.Process.Kill()
+		<-done
+		t.Fatal("dd read less than 8 MiB in 30s")
 	}
 	if err := dd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -241,41 +244,25 @@ func TestKillReaderMidRead(t *testing.T) {
 		t.Fatalf("dd ended with %v, not killed mid-read", err)
 	}
 
-	got, err := os.ReadFile(m.path("small"))
+	got, err := os.ReadFile(m.Path("small"))
 	if err != nil || !bytes.Equal(got, small) {
 		t.Errorf("after the kill, reading small gives %d bytes, %v (want the same %d bytes)", len(got), err, len(small))
 	}
-	r := m.unmount()
-	for i := 0; r.Err != nil && i < 10 && strings.Contains(string(r.Stderr), "busy"); i++ {
-		t.Logf("bloscfs unmount: %v; retrying", r)
-		time.Sleep(100 * time.Millisecond)
-		r = m.unmount()
-	}
+	// The kernel may still release dd's file: busy for a moment.
+	var r testkit.Result
+	testkit.Eventually(t, 2*time.Second, func() bool {
+		r = m.Unmount()
+		return r.Err == nil || !strings.Contains(string(r.Stderr), "busy")
+	})
 	if r.Err != nil {
 		t.Fatalf("bloscfs unmount after killing a reader: %v", r)
 	}
-	if isMounted(m.dir) {
-		t.Errorf("%s still mounted after bloscfs unmount returned 0", m.dir)
+	if mounttest.IsMounted(m.Dir) {
+		t.Errorf("%s still mounted after bloscfs unmount returned 0", m.Dir)
 	}
-	if !m.waitExit(10 * time.Second) {
-		t.Errorf("the daemon (pid %d) still runs 10s after the unmount", m.pid)
+	if !m.WaitExit(10 * time.Second) {
+		t.Errorf("the daemon (pid %d) still runs 10s after the unmount", m.PID)
 	}
-}
-
-// readBytes returns the bytes a process has read (rchar of /proc/PID/io).
-func readBytes(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
-			var n int64
-			fmt.Sscan(v, &n)
-			return n
-		}
-	}
-	return 0
 }
 
 // TestMemoryBound packs a 512 MiB float64 series (lz4, shuffle, 4 MiB
@@ -286,7 +273,7 @@ func TestMemoryBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("streams a 512 MiB file; skipped with -short")
 	}
-	requireRoot(t)
+	setup.Require(t)
 	requireTool(t, "sha256sum")
 	const size = 512<<20 + 12345
 	const cache, slack = 64 << 20, 64 << 20
@@ -308,7 +295,7 @@ func TestMemoryBound(t *testing.T) {
 	t.Logf("packed %d MiB into %d MiB in %v", size>>20, st.Size()>>20, time.Since(start).Round(time.Millisecond))
 
 	m := mountDaemon(t, src, "--cache-size", "64MiB")
-	before, _ := procStatus(m.pid, "VmRSS")
+	before, _ := testkit.ProcValue(m.PID, "status", "VmRSS")
 	stop := make(chan struct{})
 	sampled := make(chan int64)
 	go func() {
@@ -316,7 +303,7 @@ func TestMemoryBound(t *testing.T) {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if v, err := procStatus(m.pid, "VmRSS"); err == nil {
+			if v, err := testkit.ProcValue(m.PID, "status", "VmRSS"); err == nil {
 				peak = max(peak, v)
 			}
 			select {
@@ -328,13 +315,13 @@ func TestMemoryBound(t *testing.T) {
 		}
 	}()
 	start = time.Now()
-	out := mustRun(t, "sha256sum", m.path("big"))
+	out := mustRun(t, "sha256sum", m.Path("big"))
 	close(stop)
 	t.Logf("sha256sum through the mount: %v", time.Since(start).Round(time.Millisecond))
 	peakRSS := <-sampled
-	hwm, err := procStatus(m.pid, "VmHWM")
+	hwm, err := testkit.ProcValue(m.PID, "status", "VmHWM")
 	if err != nil {
-		t.Fatalf("VmHWM of the daemon (pid %d): %v", m.pid, err)
+		t.Fatalf("VmHWM of the daemon (pid %d): %v", m.PID, err)
 	}
 	if got, _, _ := strings.Cut(string(out), " "); got != want {
 		t.Errorf("sha256sum through the mount %s, want %s", got, want)

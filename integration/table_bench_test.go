@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -306,13 +306,8 @@ print(b2.blosc2_get_version_string().decode(), *out)
 // mountReads fresh mounts each). The table goes to stderr and, when BLOSCFS_BENCH_TABLE names a
 // file, there too. Needs root.
 func BenchmarkTable(b *testing.B) {
-	if skipReason != "" {
-		b.Skip(skipReason)
-	}
-	if setupErr != "" {
-		b.Fatal(setupErr)
-	}
-	py := testutil.Python(b, "blosc", "numpy")
+	setup.Require(b)
+	py := testkit.Python(b, "blosc", "numpy")
 	lib := os.Getenv("BLOSCFS_CBLOSC2")
 	if lib != "" {
 		if _, err := os.Stat(lib); err != nil {
@@ -537,13 +532,8 @@ print(best)
 // 1 MiB blocks, besides `bloscfs pack`'s 256 KiB ones. Its table goes to
 // stderr and is appended to BLOSCFS_BENCH_TABLE. Needs root.
 func BenchmarkZarrTable(b *testing.B) {
-	if skipReason != "" {
-		b.Skip(skipReason)
-	}
-	if setupErr != "" {
-		b.Fatal(setupErr)
-	}
-	py := testutil.Python(b, "zarr", "numcodecs", "numpy")
+	setup.Require(b)
+	py := testkit.Python(b, "zarr", "numcodecs", "numpy")
 	size := int64(1 << 30)
 	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
 		if n, err := strconv.Atoi(s); err == nil && n > 0 {

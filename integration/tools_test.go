@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +29,7 @@ import (
 // plain bytes.
 func smallSource(t *testing.T) (string, []byte) {
 	t.Helper()
-	requireRoot(t)
+	setup.Require(t)
 	src := filepath.Join(t.TempDir(), "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
 		t.Fatal(err)
@@ -48,47 +49,18 @@ func smallSource(t *testing.T) (string, []byte) {
 	return src, plain.Bytes()
 }
 
-// expectMount registers the cleanup of a mount at dir that the test
-// makes by other means than mountDaemon (it runs even if the mount
-// fails half-way).
-func expectMount(t *testing.T, src, dir string) *mount {
-	t.Helper()
-	m := &mount{t: t, src: src, dir: dir}
-	register(dir, 0)
-	t.Cleanup(func() {
-		if m.pid == 0 {
-			m.pid = findDaemon(dir)
-		}
-		m.cleanup()
-	})
-	return m
-}
-
 // runEnv runs a program with extra environment variables and a timeout.
-func runEnv(timeout time.Duration, env []string, name string, args ...string) result {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
+func runEnv(timeout time.Duration, env []string, name string, args ...string) testkit.Result {
+	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.WaitDelay = 5 * time.Second
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	r := result{Stdout: so.Bytes(), Stderr: se.Bytes(), Err: err, Code: -1}
-	if cmd.ProcessState != nil {
-		r.Code = cmd.ProcessState.ExitCode()
-	}
-	if ctx.Err() != nil {
-		r.Err = fmt.Errorf("timed out after %v: %w", timeout, err)
-	}
-	return r
+	return testkit.RunCmd(timeout, cmd)
 }
 
 // findTool returns the path of an administration program, which may be
 // in an sbin directory missing from PATH.
 func findTool(t *testing.T, name string) string {
 	t.Helper()
-	requireRoot(t)
+	setup.Require(t)
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
@@ -112,24 +84,24 @@ func fileExists(p string) bool {
 func TestMountFuse3(t *testing.T) {
 	mf := findTool(t, "mount.fuse3")
 	src, plain := smallSource(t)
-	dir := newMountpoint(t)
-	m := expectMount(t, src, dir)
+	dir := mounttest.NewMountpoint(t)
+	m := mounttest.Expect(t, bin, src, dir)
 	log := filepath.Join(t.TempDir(), "log")
 	r := runEnv(cmdTimeout, []string{"PATH=" + binDir + ":" + os.Getenv("PATH")}, mf, src, dir, "-t", "fuse.bloscfs",
 		"-o", "ro,noatime,nofail,_netdev,x-systemd.requires=foo,cache_size=64M,read_ahead=1M,log="+log)
 	if r.Err != nil {
 		t.Fatalf("mount.fuse3: %v", r)
 	}
-	if !isMounted(dir) {
+	if !mounttest.IsMounted(dir) {
 		t.Fatalf("mount.fuse3 returned 0 but %s is not mounted", dir)
 	}
-	if opts := mountOptions(dir); !slices.Contains(opts, "ro") || !slices.Contains(opts, "noatime") {
+	if opts := mounttest.Options(dir); !slices.Contains(opts, "ro") || !slices.Contains(opts, "noatime") {
 		t.Errorf("mount options %v, want ro and noatime", opts)
 	}
-	if b, err := os.ReadFile(m.path("data")); err != nil || !bytes.Equal(b, plain) {
+	if b, err := os.ReadFile(m.Path("data")); err != nil || !bytes.Equal(b, plain) {
 		t.Errorf("data through the mount: %d bytes, %v", len(b), err)
 	}
-	if err := os.WriteFile(m.path("new"), nil, 0o644); err == nil || !strings.Contains(err.Error(), "read-only") {
+	if err := os.WriteFile(m.Path("new"), nil, 0o644); err == nil || !strings.Contains(err.Error(), "read-only") {
 		t.Errorf("creating a file in the ro mount: %v, want EROFS", err)
 	}
 }
@@ -169,7 +141,7 @@ bloscfs unmount %[2]q
 umount %[3]q
 echo done
 `, binDir, dir1, dir2, fstab, src, filepath.Join(tmp, "log2"))
-	r := runProg(cmdTimeout, unshare, "--mount", "--propagation", "private", "sh", "-c", script)
+	r := testkit.Run(cmdTimeout, unshare, "--mount", "--propagation", "private", "sh", "-c", script)
 	out := string(r.Stdout)
 	t.Logf("in the private namespace:\n%s%s", out, r.Stderr)
 	if r.Err != nil {
@@ -187,7 +159,7 @@ echo done
 	if !strings.HasSuffix(out, "done\n") {
 		t.Errorf("the script did not finish")
 	}
-	if isMounted(dir1) || isMounted(dir2) {
+	if mounttest.IsMounted(dir1) || mounttest.IsMounted(dir2) {
 		t.Errorf("a mount of the private namespace is visible outside it")
 	}
 }
@@ -200,13 +172,13 @@ func TestHelperStderr(t *testing.T) {
 	findTool(t, "fusermount3")
 	src, _ := smallSource(t)
 	for _, fg := range []bool{false, true} {
-		dir := newMountpoint(t)
-		expectMount(t, src, dir)
+		dir := mounttest.NewMountpoint(t)
+		mounttest.Expect(t, bin, src, dir)
 		args := []string{"mount", "--log", filepath.Join(t.TempDir(), "log"), "-o", "uid=1000", src, dir}
 		if fg {
 			args = append(args, "-f")
 		}
-		r := runProg(30*time.Second, bin, args...)
+		r := testkit.Run(30*time.Second, bin, args...)
 		if r.Code != 1 || !strings.Contains(string(r.Stderr), "fusermount3: ") || !strings.Contains(string(r.Stderr), "uid=1000") {
 			t.Errorf("foreground %v: %v; want exit 1 and fusermount3's message", fg, r)
 		}
@@ -218,8 +190,8 @@ func TestHelperStderr(t *testing.T) {
 // mount says which.
 func TestLogFallback(t *testing.T) {
 	src, _ := smallSource(t)
-	dir := newMountpoint(t)
-	expectMount(t, src, dir)
+	dir := mounttest.NewMountpoint(t)
+	mounttest.Expect(t, bin, src, dir)
 	state := t.TempDir()
 	r := runEnv(30*time.Second, []string{"XDG_STATE_HOME=" + state}, bin, "mount", src, dir)
 	if r.Err != nil {
@@ -245,29 +217,29 @@ func TestLogFallback(t *testing.T) {
 // -o nonempty, and mounting a source mounted already warns.
 func TestMountpointChecks(t *testing.T) {
 	src, plain := smallSource(t)
-	dir := newMountpoint(t)
+	dir := mounttest.NewMountpoint(t)
 	if err := os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := expectMount(t, src, dir)
+	m := mounttest.Expect(t, bin, src, dir)
 	log := filepath.Join(t.TempDir(), "log")
-	r := runProg(30*time.Second, bin, "mount", "--log", log, src, dir)
-	if r.Code != 1 || !strings.Contains(string(r.Stderr), "not empty") || isMounted(dir) {
-		t.Fatalf("non-empty mountpoint: %v, mounted %v; want a refusal", r, isMounted(dir))
+	r := testkit.Run(30*time.Second, bin, "mount", "--log", log, src, dir)
+	if r.Code != 1 || !strings.Contains(string(r.Stderr), "not empty") || mounttest.IsMounted(dir) {
+		t.Fatalf("non-empty mountpoint: %v, mounted %v; want a refusal", r, mounttest.IsMounted(dir))
 	}
-	r = runProg(30*time.Second, bin, "mount", "--log", log, "-o", "nonempty", src, dir)
-	if r.Err != nil || !isMounted(dir) {
+	r = testkit.Run(30*time.Second, bin, "mount", "--log", log, "-o", "nonempty", src, dir)
+	if r.Err != nil || !mounttest.IsMounted(dir) {
 		t.Fatalf("-o nonempty: %v", r)
 	}
-	if b, err := os.ReadFile(m.path("data")); err != nil || !bytes.Equal(b, plain) {
+	if b, err := os.ReadFile(m.Path("data")); err != nil || !bytes.Equal(b, plain) {
 		t.Errorf("data through the mount: %d bytes, %v", len(b), err)
 	}
 	if strings.Contains(string(r.Stderr), "warning") {
 		t.Errorf("first mount of %s warned: %s", src, r.Stderr)
 	}
-	dir2 := newMountpoint(t)
-	expectMount(t, src, dir2)
-	r = runProg(30*time.Second, bin, "mount", "--log", log, src, dir2)
+	dir2 := mounttest.NewMountpoint(t)
+	mounttest.Expect(t, bin, src, dir2)
+	r = testkit.Run(30*time.Second, bin, "mount", "--log", log, src, dir2)
 	if r.Err != nil || !strings.Contains(string(r.Stderr), "warning: "+src+" is already mounted at "+dir) {
 		t.Errorf("second mount of %s: %v; want a warning naming %s", src, r, dir)
 	}
@@ -283,7 +255,7 @@ func TestStats(t *testing.T) {
 	m := mountDaemon(t, src, "-o", "read_ahead=0") // the second read is near the first: no read-ahead
 	stats := func() bfs.Stats {
 		t.Helper()
-		r := runProg(cmdTimeout, bin, "stats", "--json", m.dir)
+		r := testkit.Run(cmdTimeout, bin, "stats", "--json", m.Dir)
 		var s bfs.Stats
 		if err := json.Unmarshal(r.Stdout, &s); r.Err != nil || err != nil {
 			t.Fatalf("stats --json: %v (%v)", r, err)
@@ -300,7 +272,7 @@ func TestStats(t *testing.T) {
 	}
 	defer unix.Munmap(buf)
 	const off = 1<<20 + 8192
-	fd, err := unix.Open(m.path("data"), unix.O_RDONLY|unix.O_DIRECT, 0)
+	fd, err := unix.Open(m.Path("data"), unix.O_RDONLY|unix.O_DIRECT, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,20 +296,17 @@ func TestStats(t *testing.T) {
 		t.Errorf("codec stats %+v (cache holds %d)", s.Codecs, s.Cache.Bytes)
 	}
 	// The text form says the same.
-	text := string(mustRun(t, bin, "stats", m.dir))
+	text := string(mustRun(t, bin, "stats", m.Dir))
 	if !strings.Contains(text, "1 hit, 1 miss ") || !strings.Contains(text, "decode zstd:") {
 		t.Errorf("stats:\n%s", text)
 	}
 	// Open files are counted until their release, which the kernel
 	// sends after close returns.
-	for deadline := time.Now().Add(10 * time.Second); stats().OpenFiles != 0 && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if s := stats(); s.OpenFiles != 0 {
-		t.Errorf("open_files %d after closing", s.OpenFiles)
+	if !testkit.Eventually(t, 10*time.Second, func() bool { return stats().OpenFiles == 0 }) {
+		t.Errorf("open_files %d 10s after closing", stats().OpenFiles)
 	}
 	// A directory that is no mount is named as such.
-	if r := runProg(cmdTimeout, bin, "stats", src); r.Code != 1 || !strings.Contains(string(r.Stderr), "not a mountpoint") {
+	if r := testkit.Run(cmdTimeout, bin, "stats", src); r.Code != 1 || !strings.Contains(string(r.Stderr), "not a mountpoint") {
 		t.Errorf("stats of the source: %v", r)
 	}
 }
@@ -353,11 +322,11 @@ func TestVerifyMountpoint(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "shared.log")
 	m := mountDaemon(t, src, "--log", log)
 	for _, cmd := range []string{"info", "verify"} {
-		r := runProg(cmdTimeout, bin, cmd, m.dir)
+		r := testkit.Run(cmdTimeout, bin, cmd, m.Dir)
 		if want := "a bloscfs mount of " + src; r.Code != 1 || !strings.Contains(string(r.Stderr), want) || !strings.Contains(string(r.Stderr), "bloscfs "+cmd+" "+src) {
 			t.Errorf("%s MOUNTPOINT: %v; want exit 1 and %q", cmd, r, want)
 		}
-		r = runProg(cmdTimeout, bin, cmd, m.path("data"))
+		r = testkit.Run(cmdTimeout, bin, cmd, m.Path("data"))
 		if want := "the decompressed view of " + filepath.Join(src, "data.b2frame"); r.Code != 1 || !strings.Contains(string(r.Stderr), want) || strings.Contains(string(r.Stderr), "not a Blosc container") {
 			t.Errorf("%s MOUNTPOINT/data: %v; want exit 1 and %q", cmd, r, want)
 		}
@@ -365,10 +334,10 @@ func TestVerifyMountpoint(t *testing.T) {
 	src2, _ := smallSource(t)
 	m2 := mountDaemon(t, src2, "--log", log)
 	for _, mm := range []*mount{m, m2} {
-		if r := mm.unmount(); r.Err != nil {
-			t.Fatalf("unmount %s: %v", mm.dir, r)
+		if r := mm.Unmount(); r.Err != nil {
+			t.Fatalf("unmount %s: %v", mm.Dir, r)
 		}
-		mm.waitExit(10 * time.Second)
+		mm.WaitExit(10 * time.Second)
 	}
 	b, err := os.ReadFile(log)
 	if err != nil {
@@ -378,15 +347,15 @@ func TestVerifyMountpoint(t *testing.T) {
 	serving := map[string]bool{}
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		g := line.FindStringSubmatch(l)
-		if g == nil || (g[2] != m.dir && g[2] != m2.dir) || g[1] != fmt.Sprint(map[string]int{m.dir: m.pid, m2.dir: m2.pid}[g[2]]) {
-			t.Errorf("shared log: %q does not start with the time, bloscfs[PID] and its mountpoint (%s or %s)", l, m.dir, m2.dir)
+		if g == nil || (g[2] != m.Dir && g[2] != m2.Dir) || g[1] != fmt.Sprint(map[string]int{m.Dir: m.PID, m2.Dir: m2.PID}[g[2]]) {
+			t.Errorf("shared log: %q does not start with the time, bloscfs[PID] and its mountpoint (%s or %s)", l, m.Dir, m2.Dir)
 			continue
 		}
 		if strings.Contains(l, "serving ") {
 			serving[g[2]] = true
 		}
 	}
-	if !serving[m.dir] || !serving[m2.dir] {
+	if !serving[m.Dir] || !serving[m2.Dir] {
 		t.Errorf("shared log: a serving line of each mount? %v\n%s", serving, b)
 	}
 }
@@ -419,8 +388,8 @@ func TestNonRootMount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expectMount(t, src, mnt)
-	asNobody := func(args ...string) result {
+	mounttest.Expect(t, bin, src, mnt)
+	asNobody := func(args ...string) testkit.Result {
 		args = append([]string{"--reuid=65534", "--regid=65534", "--clear-groups"}, args...)
 		return runEnv(30*time.Second, []string{"HOME=/nonexistent", "TMPDIR=" + tmp}, setpriv, args...)
 	}
@@ -439,13 +408,13 @@ func TestNonRootMount(t *testing.T) {
 		if fg {
 			t.Fatalf("mount -f returned 0 while mounted: %v", r)
 		}
-		if !isMounted(mnt) {
+		if !mounttest.IsMounted(mnt) {
 			t.Fatalf("non-root mount returned 0 but %s is not mounted", mnt)
 		}
 		if c := asNobody("cat", filepath.Join(mnt, "hello.txt")); c.Err != nil || string(c.Stdout) != "hello\n" {
 			t.Errorf("cat as the mount's user: %v", c)
 		}
-		if u := asNobody(exe, "unmount", mnt); u.Err != nil || isMounted(mnt) {
+		if u := asNobody(exe, "unmount", mnt); u.Err != nil || mounttest.IsMounted(mnt) {
 			t.Errorf("non-root unmount: %v", u)
 		}
 		break
@@ -460,9 +429,9 @@ func TestStatsReadAheadAndSIGUSR1(t *testing.T) {
 	requireTool(t, "dd")
 	src, _ := smallSource(t)
 	m := mountDaemon(t, src, "--read-ahead", "4MiB")
-	mustRun(t, "dd", "if="+m.path("data"), "of=/dev/null", "bs=1M", "iflag=direct")
+	mustRun(t, "dd", "if="+m.Path("data"), "of=/dev/null", "bs=1M", "iflag=direct")
 	var s bfs.Stats
-	if err := json.Unmarshal(mustRun(t, bin, "stats", "--json", m.dir), &s); err != nil {
+	if err := json.Unmarshal(mustRun(t, bin, "stats", "--json", m.Dir), &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.ReadAhead.Runs < 1 || s.ReadAhead.Bytes < 2<<20 || s.ReadAhead.Hits < 1 {
@@ -471,15 +440,11 @@ func TestStatsReadAheadAndSIGUSR1(t *testing.T) {
 	if s.Codecs["zstd"].DecodedBytes < 4<<20 {
 		t.Errorf("decoded %+v, want the whole file", s.Codecs)
 	}
-	if err := syscall.Kill(m.pid, syscall.SIGUSR1); err != nil {
+	if err := syscall.Kill(m.PID, syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(m.logText(), `stats: {"source":"`+src+`"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no stats line in the log 10s after SIGUSR1:\n%s", m.logText())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testkit.Eventually(t, 10*time.Second, func() bool { return strings.Contains(m.LogText(), `stats: {"source":"`+src+`"`) }) {
+		t.Fatalf("no stats line in the log 10s after SIGUSR1:\n%s", m.LogText())
 	}
 }
 
@@ -488,23 +453,50 @@ func TestStatsReadAheadAndSIGUSR1(t *testing.T) {
 // cache_size= is the cache's size.
 func TestOptionsReachDaemon(t *testing.T) {
 	src, _ := smallSource(t)
-	dir := newMountpoint(t)
-	m := expectMount(t, src, dir)
+	dir := mounttest.NewMountpoint(t)
+	m := mounttest.Expect(t, bin, src, dir)
 	cwd := t.TempDir()
 	cmd := exec.Command(bin, src, dir, "-o", "ro,log=rel.log,cache_size=64M")
 	cmd.Dir = cwd
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("mount: %v: %s", err, out)
 	}
-	m.log = filepath.Join(cwd, "rel.log")
-	if !strings.Contains(m.logText(), "serving "+src) {
-		t.Errorf("%s: %q; want the serving line", m.log, m.logText())
+	m.Log = filepath.Join(cwd, "rel.log")
+	if !strings.Contains(m.LogText(), "serving "+src) {
+		t.Errorf("%s: %q; want the serving line", m.Log, m.LogText())
 	}
 	var s bfs.Stats
 	if err := json.Unmarshal(mustRun(t, bin, "stats", "--json", dir), &s); err != nil || s.Cache.MaxBytes != 64<<20 {
 		t.Errorf("cache size %d (%v), want 64 MiB", s.Cache.MaxBytes, err)
 	}
-	if opts := mountOptions(dir); !slices.Contains(opts, "ro") {
+	if opts := mounttest.Options(dir); !slices.Contains(opts, "ro") {
 		t.Errorf("mount options %v, want ro", opts)
+	}
+}
+
+// TestLsattr: lsattr shows a compressed file the flags of its source (a
+// container file, or a sparse frame directory), as it shows a plain
+// file's, rather than "Operation not supported".
+func TestLsattr(t *testing.T) {
+	lsattr := requireTool(t, "lsattr")
+	chattr := requireTool(t, "chattr")
+	src := copyFixtures(t)
+	files := map[string]string{"codec_zstd_l5": "codec_zstd_l5.b2frame", "sparse_frame": "sparse_frame.b2frame", "MANIFEST.tsv": "MANIFEST.tsv"}
+	for _, disk := range files {
+		mustRun(t, chattr, "+d", filepath.Join(src, disk)) // no dump: a flag of its own
+	}
+	m := mountDaemon(t, src)
+	flags := func(path string) string {
+		f := strings.Fields(string(mustRun(t, lsattr, "-d", path)))
+		if len(f) < 2 {
+			t.Fatalf("lsattr -d %s: %q", path, f)
+		}
+		return f[0]
+	}
+	for view, disk := range files {
+		want := flags(filepath.Join(src, disk))
+		if got := flags(m.Path(view)); got != want || !strings.Contains(got, "d") {
+			t.Errorf("lsattr of %s through the mount: %s; want its source's %s", view, got, want)
+		}
 	}
 }

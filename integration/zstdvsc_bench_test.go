@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // cDriver is a small C program against c-blosc2. "write IN OUT CODEC
@@ -255,12 +257,7 @@ func median(xs []float64) float64 {
 // skips, saying what the library is for.
 func cblosc2(b *testing.B, forWhat string) string {
 	b.Helper()
-	if skipReason != "" {
-		b.Skip(skipReason)
-	}
-	if setupErr != "" {
-		b.Fatal(setupErr)
-	}
+	setup.Require(b)
 	lib := os.Getenv("BLOSCFS_CBLOSC2")
 	if lib == "" {
 		b.Skip("BLOSCFS_CBLOSC2 is not set: it names the libblosc2.so of a c-blosc2 build, " + forWhat)
@@ -339,7 +336,7 @@ func BenchmarkDecodeVsC(b *testing.B) {
 				frame := filepath.Join(src, fmt.Sprintf("%s-%s%d-%s.b2frame", ds.name, v.codec, v.clevel, v.split))
 				// c-blosc2 writes CSV text at zstd clevel 9 at a few MB/s
 				// on one thread: more than cmdTimeout for 256 MiB.
-				if r := runProg(30*time.Minute, driver, "write", plain, frame, v.codec, strconv.Itoa(v.clevel), strconv.Itoa(ds.typesize), v.split); r.Err != nil {
+				if r := testkit.Run(30*time.Minute, driver, "write", plain, frame, v.codec, strconv.Itoa(v.clevel), strconv.Itoa(ds.typesize), v.split); r.Err != nil {
 					b.Fatalf("the C writer on %s: %v", plain, r)
 				}
 				st, err := os.Stat(frame)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	_ "github.com/bloscfs/bloscfs/pack/all"
 )

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // memSource is a ChunkSource of in-memory chunks.
@@ -56,7 +57,7 @@ func TestChunkReader(t *testing.T) {
 		}
 		rnd := rand.New(rand.NewPCG(1, 1))
 		reads := 500
-		if raceEnabled {
+		if testkit.RaceEnabled {
 			reads = 50 // 500 read about 0.7 GiB per cache; make purego runs them
 		}
 		for k := 0; k < reads; k++ {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // diskCache keeps fetched ranges in files under a directory, so that
@@ -83,10 +84,16 @@ func (e *diskExtent) path(dir string) string {
 }
 
 // openDiskCache indexes what dir holds (creating it), dropping temp
-// files and ranges past the bound.
+// files and ranges past the bound. An existing dir that another user
+// owns, or that group or others may write, is refused: what another
+// user put there would be served as this user's objects (the trailer
+// checksums bytes against their name, which anyone can compute).
 func openDiskCache(dir string, max int64, logf func(string, ...any)) (*diskCache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cache dir: %w", err)
+	}
+	if err := checkCacheDir(dir); err != nil {
+		return nil, err
 	}
 	c := &diskCache{dir: dir, max: max, logf: logf, lru: list.New(), byObj: map[string][]*diskExtent{}}
 	objs, err := os.ReadDir(dir)
@@ -244,4 +251,25 @@ func (c *diskCache) put(cacheID string, start int64, data []byte) {
 	}
 	c.addLocked(e, true)
 	c.evictLocked()
+}
+
+// checkCacheDir refuses a cache directory that the user running this
+// process does not own, or that its group or others may write.
+func checkCacheDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cache dir: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("cache dir %s: not a directory", dir)
+	case !ok:
+		return nil
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("cache dir %s is owned by uid %d, not by this user (uid %d): its ranges would be served as this user's objects; use a directory of your own", dir, st.Uid, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("cache dir %s can be written by its group or others (mode %#o): anyone could put ranges there; chmod go-w it, or use another", dir, fi.Mode().Perm())
+	}
+	return nil
 }

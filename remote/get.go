@@ -34,7 +34,7 @@ func (s *Store) Get(ctx context.Context, key string, off, n, limit int64) ([]byt
 		rng = fmt.Sprintf("bytes=%d-%d", off, off+n-1)
 	}
 	if n > limit {
-		return nil, ObjectInfo{}, fmt.Errorf("%s: %d bytes asked, more than %d", s.name(key), n, limit)
+		return nil, ObjectInfo{}, fmt.Errorf("%s: %d bytes asked, more than %d: %w", s.name(key), n, limit, ErrTooLarge)
 	}
 	var lastErr error
 	for attempt := 1; attempt <= s.cfg.Attempts; attempt++ {
@@ -82,7 +82,9 @@ func (s *Store) getOnce(ctx context.Context, key, rng string, n, limit int64) ([
 		}
 	}
 	if length < 0 || length > limit {
-		return nil, ObjectInfo{}, fmt.Errorf("%s: object of %d bytes, more than %d", s.name(key), length, limit)
+		// Refused from the answer's Content-Length, before its body
+		// is read (an answer without one is refused too).
+		return nil, ObjectInfo{}, fmt.Errorf("%s: object of %d bytes, more than %d: %w", s.name(key), length, limit, ErrTooLarge)
 	}
 	if n >= 0 && length != n {
 		// A short answer: the range reaches past the object's end.

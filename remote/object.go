@@ -113,6 +113,11 @@ func (o *Object) Name() string { return o.s.name(o.Key) }
 // in series. A read elsewhere (a jump) clears the hint.
 func (o *Object) Streaming() { o.streaming.Store(true) }
 
+// onDisk reports whether the object's ranges go to the disk cache: not
+// without one, nor for an object without an ETag, whose version nothing
+// tells (a replaced object would be served from an old one's ranges).
+func (o *Object) onDisk() bool { return o.s.disk != nil && o.ETag != "" }
+
 // Forget drops the object's cached ranges.
 func (o *Object) Forget() { o.s.cache.drop(o.cacheID) }
 
@@ -191,8 +196,8 @@ func (o *Object) read(ctx context.Context, p []byte, off, n int64, seq bool) err
 			r.release()
 			continue
 		}
-		if o.s.disk != nil {
-			if start, b := o.s.disk.get(o.s.bucket+"\x00"+o.cacheID, pos); b != nil {
+		if o.onDisk() {
+			if start, b := o.s.disk.get(o.s.diskID+o.cacheID, pos); b != nil {
 				r := &rbuf{b: b}
 				r.refs.Store(1)
 				o.s.cache.put(o.cacheID, start, r)
@@ -295,8 +300,8 @@ func (o *Object) fetchRange(ctx context.Context, pos, start, end int64) (int64, 
 	at := start
 	for _, r := range rs {
 		o.s.cache.put(o.cacheID, at, r)
-		if o.s.disk != nil {
-			o.s.disk.put(o.s.bucket+"\x00"+o.cacheID, at, r.b)
+		if o.onDisk() {
+			o.s.disk.put(o.s.diskID+o.cacheID, at, r.b)
 		}
 		at += int64(len(r.b))
 	}
@@ -347,12 +352,17 @@ func (o *Object) getOnce(ctx context.Context, rng string, start, end int64) ([]*
 	ctx, cancel := context.WithTimeout(ctx, o.s.cfg.RequestTimeout)
 	defer cancel()
 	o.s.stats.add(1, 0)
-	out, err := o.s.client.GetObject(ctx, &s3.GetObjectInput{
-		Bucket:  aws.String(o.s.bucket),
-		Key:     aws.String(o.Key),
-		Range:   aws.String(rng),
-		IfMatch: aws.String(o.ETag),
-	}, unsignedPayload)
+	in := &s3.GetObjectInput{
+		Bucket: aws.String(o.s.bucket),
+		Key:    aws.String(o.Key),
+		Range:  aws.String(rng),
+	}
+	if o.ETag != "" {
+		// Without an ETag there is nothing to match: an empty
+		// If-Match matches no object at all.
+		in.IfMatch = aws.String(o.ETag)
+	}
+	out, err := o.s.client.GetObject(ctx, in, unsignedPayload)
 	if err != nil {
 		return nil, o.s.describe(err, "GET")
 	}

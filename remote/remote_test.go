@@ -19,8 +19,9 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fakes3"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/pack/frame"
@@ -566,7 +567,7 @@ func cachedFiles(t *testing.T, dir string) []string {
 // TestList100k lists a prefix of 100,000 objects (100 pages).
 func TestList100k(t *testing.T) {
 	n := 100000
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		n = 20000 // the XML of 100 pages is minutes under -race; make canary lists 100,000
 	}
 	srv := fakes3.New("bkt")

@@ -72,6 +72,9 @@ var (
 	ErrRead = errors.New("read failed")
 	// ErrShortBody reports a response body shorter than its range.
 	ErrShortBody = errors.New("truncated response body")
+	// ErrTooLarge reports an object (or range) larger than the caller's
+	// limit (Store.Get): it is refused without its body being read.
+	ErrTooLarge = errors.New("object larger than allowed")
 )
 
 // Store is one bucket of one service.
@@ -80,8 +83,12 @@ type Store struct {
 	bucket string
 	cfg    Config
 	cache  *rangeCache
-	bufs   *bufPool      // the buffers of ranges that left the cache
-	disk   *diskCache    // nil without Config.CacheDir
+	bufs   *bufPool   // the buffers of ranges that left the cache
+	disk   *diskCache // nil without Config.CacheDir
+	// diskID names the service and bucket in the disk cache's keys
+	// (endpoint, region, bucket): a cache directory shared by mounts
+	// of several services never serves one's object for another's.
+	diskID string
 	ahead  chan struct{} // bounds the read-ahead GETs in flight
 
 	stats Stats
@@ -205,6 +212,7 @@ func New(ctx context.Context, bucket string, cfg Config) (*Store, error) {
 		if st.disk, err = openDiskCache(cfg.CacheDir, cfg.CacheDirSize, cfg.Logger.Printf); err != nil {
 			return nil, err
 		}
+		st.diskID = cfg.Endpoint + "\x00" + awsCfg.Region + "\x00" + bucket + "\x00"
 	}
 	return st, nil
 }
@@ -305,7 +313,7 @@ func httpStatus(err error) int {
 // again: server errors, throttling, timeouts and broken connections are;
 // a refusal (4xx) or a changed object is not.
 func retryable(err error) bool {
-	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrDenied) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrDenied) || errors.Is(err, ErrTooLarge) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	switch st := httpStatus(err); {

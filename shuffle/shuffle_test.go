@@ -246,9 +246,24 @@ func FuzzShuffleRoundTrip(f *testing.F) {
 	})
 }
 
-// TestFlavours logs which implementations the tests could run.
+// TestFlavours: the tests that force each flavour (testFlavours) skip
+// those the CPU cannot run, so a flavour marked unavailable by mistake
+// would go untested without a failure. The portable flavour, last, and
+// SSE2, where the build has it (every amd64 CPU has SSE2), must run;
+// each flavour is listed once. It logs which ran.
 func TestFlavours(t *testing.T) {
+	seen := map[string]bool{}
 	for _, fl := range flavours {
 		t.Logf("%s available=%v", fl.name, fl.available)
+		if seen[fl.name] {
+			t.Errorf("flavour %s listed twice", fl.name)
+		}
+		seen[fl.name] = true
+		if (fl.name == "generic" || fl.name == "sse2") && !fl.available {
+			t.Errorf("flavour %s is marked unavailable: its tests would skip it", fl.name)
+		}
+	}
+	if last := flavours[len(flavours)-1]; last != &flavourGeneric {
+		t.Errorf("the last flavour is %s, want the portable one (generic)", last.name)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"runtime"
@@ -30,9 +31,8 @@ import (
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
-	"github.com/bloscfs/bloscfs/pack/frame"
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // Array is an opened Zarr array, read as its NPY file.
@@ -76,35 +76,44 @@ type Array struct {
 	contig   bool
 	maxBlock int // blocks larger than this make a chunk decode whole (errWholeChunk)
 
-	mu       sync.Mutex
-	indexes  *simplelru.LRU[int64, shardIndex]
-	indexing map[int64]chan struct{} // shard indexes being read
+	rawMax int64  // the largest encoded chunk (of a chunk not sharded)
+	meta   uint64 // a hash of the metadata document: names the array in failures
 }
+
+// metaSeed seeds the hashes of metadata documents.
+var metaSeed = maphash.MakeSeed()
 
 // Open opens the array at path (a key prefix; "" for the store's root)
 // from its zarr.json, or its .zarray and .zattrs. cache may be nil.
 func Open(s Store, path string, cache pack.BlockCache) (*Array, error) {
 	key := JoinKey(path, "zarr.json")
-	b, err := s.Get(key)
+	b, err := GetMeta(s, key)
 	if err == nil {
-		a, err := parseV3(b, key)
-		if err != nil {
-			return nil, err
-		}
-		return a.init(s, path, cache)
+		return OpenV3Meta(s, path, b, cache)
 	}
 	if !errors.Is(err, ErrNotExist) {
 		return nil, err
 	}
 	key = JoinKey(path, ".zarray")
-	if b, err = s.Get(key); err != nil {
+	if b, err = GetMeta(s, key); err != nil {
 		return nil, err
 	}
-	attrs, err := s.Get(JoinKey(path, ".zattrs"))
+	attrs, err := GetMeta(s, JoinKey(path, ".zattrs"))
 	if err != nil && !errors.Is(err, ErrNotExist) {
 		return nil, err
 	}
 	return OpenV2Meta(s, path, b, attrs, cache)
+}
+
+// GetMeta reads a metadata document (.zarray, .zattrs, .zgroup,
+// .zmetadata, zarr.json) of at most MaxMetaSize bytes: a larger one is
+// ErrFormat, and is not read.
+func GetMeta(s Store, key string) ([]byte, error) {
+	b, err := s.Get(key, MaxMetaSize)
+	if errors.Is(err, ErrTooLarge) {
+		return nil, fmt.Errorf("%w: metadata document: %w", ErrFormat, err)
+	}
+	return b, err
 }
 
 // OpenV2Meta opens a v2 array from its .zarray and .zattrs documents
@@ -115,6 +124,7 @@ func OpenV2Meta(s Store, path string, zarray, attrs []byte, cache pack.BlockCach
 	if err != nil {
 		return nil, err
 	}
+	a.meta = maphash.Bytes(metaSeed, zarray)
 	if len(attrs) > 0 {
 		if err := checkJSON(attrs, JoinKey(path, ".zattrs")); err != nil {
 			return nil, err
@@ -130,6 +140,7 @@ func OpenV3Meta(s Store, path string, zarrJSON []byte, cache pack.BlockCache) (*
 	if err != nil {
 		return nil, err
 	}
+	a.meta = maphash.Bytes(metaSeed, zarrJSON)
 	return a.init(s, path, cache)
 }
 
@@ -171,8 +182,13 @@ func (a *Array) init(s Store, path string, cache pack.BlockCache) (*Array, error
 	switch {
 	case a.v3 != nil:
 		a.direct = a.v3.direct()
+		a.rawMax = a.v3.raw
 	default:
 		a.direct = a.comp != nil && a.comp.bloscChunk() && len(a.filters) == 0
+		a.rawMax = a.encSizes[0]
+		if a.comp != nil {
+			a.rawMax = a.comp.maxEncoded(a.encSizes[0])
+		}
 	}
 	if a.direct && a.chunkBytes <= maxBloscChunk && a.nchunks <= math.MaxInt64/a.chunkBytes {
 		name := path
@@ -186,8 +202,7 @@ func (a *Array) init(s Store, path string, cache pack.BlockCache) (*Array, error
 			a.contig = a.contig && a.gchunk[d] == a.gshape[d]
 		}
 	}
-	a.indexes, _ = simplelru.NewLRU[int64, shardIndex](64, nil)
-	a.hdr = frame.NPYHeaderOrder(a.dt.descr, a.Shape, a.fortranHeader())
+	a.hdr = npy.HeaderOrder(a.dt.descr, a.Shape, a.fortranHeader())
 	return a, nil
 }
 
@@ -251,7 +266,7 @@ func (a *Array) chunkKey(c []int64) string {
 
 // ReadAt reads bytes of the NPY view.
 func (a *Array) ReadAt(p []byte, off int64) (int, error) {
-	return frame.ReadNPYAt(a.Path, a.hdr, a.Size(), p, off, func(q []byte, at int64) error {
+	return npy.ReadAt(a.Path, a.hdr, a.Size(), p, off, func(q []byte, at int64) error {
 		return a.readData(q, at, false)
 	})
 }
@@ -261,7 +276,7 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 // Blosc blocks such reads have read all of leave the cache, and a whole
 // block a read covers is decoded straight into it.
 func (a *Array) ReadAtOnce(p []byte, off int64) (int, error) {
-	return frame.ReadNPYAt(a.Path, a.hdr, a.Size(), p, off, func(q []byte, at int64) error {
+	return npy.ReadAt(a.Path, a.hdr, a.Size(), p, off, func(q []byte, at int64) error {
 		return a.readData(q, at, true)
 	})
 }
@@ -334,7 +349,7 @@ func (s chunkSpace) OpenChunk(i int) (*blosc.Chunk, error) {
 		}
 	} else {
 		var raw []byte
-		if raw, err = a.store.Get(key); err == nil {
+		if raw, err = a.store.Get(key, a.rawMax); err == nil {
 			c, err = blosc.NewChunkBytes(raw)
 		}
 	}
@@ -342,7 +357,7 @@ func (s chunkSpace) OpenChunk(i int) (*blosc.Chunk, error) {
 		return a.fillChunk()
 	}
 	if err != nil {
-		if errors.Is(err, blosc.ErrCorrupt) || errors.Is(err, blosc.ErrUnsupported) {
+		if errors.Is(err, blosc.ErrCorrupt) || errors.Is(err, blosc.ErrUnsupported) || errors.Is(err, ErrTooLarge) {
 			return nil, fmt.Errorf("%s: %w: %w", key, ErrCorrupt, err)
 		}
 		return nil, err
@@ -500,7 +515,28 @@ func (a *Array) serveRuns(p []byte, runs []run, once bool) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return joinErrors(errs)
+}
+
+// joinErrors joins the errors of the chunks of one read: the first few,
+// and how many more (a read of many corrupt chunks fails with one
+// line, not one per chunk).
+func joinErrors(errs []error) error {
+	var keep []error
+	more := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case len(keep) < 4:
+			keep = append(keep, err)
+		default:
+			more++
+		}
+	}
+	if more > 0 {
+		keep = append(keep, fmt.Errorf("and %d more chunks", more))
+	}
+	return errors.Join(keep...)
 }
 
 // coords returns the grid coordinates of chunk ci.
@@ -590,15 +626,27 @@ func copyRuns(p []byte, runs []run, chunk []byte) {
 }
 
 // loadChunk reads and decodes chunk ci whole (errMissing: not stored).
+// A chunk whose version failed to decode before fails again without
+// being read (see failures).
 func (a *Array) loadChunk(ci int64) ([]byte, error) {
 	c := a.coords(ci)
 	if a.v3 != nil && a.v3.shard != nil {
-		return a.loadInner(c)
+		return a.loadInner(ci, c)
 	}
 	key := a.chunkKey(c)
-	raw, err := a.store.Get(key)
+	fk := failKey{a.meta, ci}
+	ver := a.version(key)
+	if err := failed(fk, ver); err != nil {
+		return nil, err
+	}
+	raw, err := a.store.Get(key, a.rawMax)
 	if errors.Is(err, ErrNotExist) {
 		return nil, errMissing
+	}
+	if errors.Is(err, ErrTooLarge) {
+		err = fmt.Errorf("%w: %w (the largest encoding of a %d-byte chunk)", ErrCorrupt, err, a.chunkBytes)
+		a.remember(fk, key, ver, err)
+		return nil, err
 	}
 	if err != nil {
 		return nil, err
@@ -610,9 +658,31 @@ func (a *Array) loadChunk(ci int64) ([]byte, error) {
 		out, err = a.decodeV2(raw)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
+		err = fmt.Errorf("%s: %w", key, err)
+		a.remember(fk, key, ver, err)
+		return nil, err
 	}
 	return out, nil
+}
+
+// version returns the version of the object key, or the zero Version
+// where the store tells none.
+func (a *Array) version(key string) Version {
+	if vs, ok := a.store.(Versioner); ok {
+		if v, err := vs.Version(key); err == nil {
+			return v
+		}
+	}
+	return Version{}
+}
+
+// remember remembers the failure of chunk fk, read as version ver, if
+// the object still has that version (it was not replaced during the
+// read, so that what failed was that version).
+func (a *Array) remember(fk failKey, key string, ver Version, err error) {
+	if !ver.IsZero() && a.version(key) == ver {
+		rememberFailure(fk, ver, err)
+	}
 }
 
 // decodeV2 runs the v2 pipeline: the compressor, then the filters in
@@ -621,7 +691,7 @@ func (a *Array) decodeV2(raw []byte) ([]byte, error) {
 	b := raw
 	var err error
 	if a.comp != nil {
-		if b, err = a.comp.decompress(raw, a.encSizes[0]); err != nil {
+		if b, err = a.comp.decompress(raw, a.encSizes[0], true); err != nil {
 			return nil, err
 		}
 	} else {
@@ -640,9 +710,9 @@ func (a *Array) decodeV2(raw []byte) ([]byte, error) {
 	return b, nil
 }
 
-// loadInner reads one inner chunk of a shard: the shard's index (cached),
-// then a ranged read of the inner chunk.
-func (a *Array) loadInner(c []int64) ([]byte, error) {
+// loadInner reads inner chunk ci (grid coordinates c) of its shard: the
+// shard's index (see indexCache), then a ranged read of the inner chunk.
+func (a *Array) loadInner(ci int64, c []int64) ([]byte, error) {
 	s := a.v3.shard
 	sc := make([]int64, len(c))
 	var sci, inner int64
@@ -652,63 +722,72 @@ func (a *Array) loadInner(c []int64) ([]byte, error) {
 		inner = inner*s.per[d] + (c[d] - sc[d]*s.per[d])
 	}
 	key := JoinKey(a.Path, a.key(sc))
-	idx, err := a.shardIndex(sci, key)
+	ver := a.version(key)
+	fk := failKey{a.meta, ci}
+	if err := failed(fk, ver); err != nil {
+		return nil, err
+	}
+	idx, err := a.shardIndex(sci, key, ver)
 	if err != nil {
 		return nil, err
 	}
 	if idx == nil {
 		return nil, errMissing
 	}
-	off, n := idx[2*inner], idx[2*inner+1]
+	off, n := idx.entry(inner)
 	if off == 1<<64-1 && n == 1<<64-1 {
 		return nil, errMissing
+	}
+	if n > uint64(s.chain.raw) { // checked by parseIndex; kept for the reader's sake
+		return nil, fmt.Errorf("%s: %w: inner chunk %d of %d bytes", key, ErrCorrupt, inner, n)
 	}
 	raw, err := a.store.GetRange(key, int64(off), int64(n))
 	if err != nil {
 		if errors.Is(err, ErrNotExist) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("%s: %w: inner chunk %d at [%d,+%d) past the shard's end: %w", key, ErrCorrupt, inner, off, n, err)
+			err = fmt.Errorf("%s: %w: inner chunk %d at [%d,+%d) past the shard's end: %w", key, ErrCorrupt, inner, off, n, err)
+			a.remember(fk, key, ver, err)
 		}
 		return nil, err
 	}
 	out, err := s.chain.decode(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: inner chunk %d: %w", key, inner, err)
+		err = fmt.Errorf("%s: inner chunk %d: %w", key, inner, err)
+		a.remember(fk, key, ver, err)
+		return nil, err
 	}
 	return out, nil
 }
 
-// shardIndex returns the decoded index of shard sci (nil: no shard).
-// Concurrent readers of one shard wait for one read of its index.
-func (a *Array) shardIndex(sci int64, key string) (shardIndex, error) {
-	for {
-		a.mu.Lock()
-		idx, ok := a.indexes.Get(sci)
-		if ok {
-			a.mu.Unlock()
-			return idx, nil
-		}
-		wait, busy := a.indexing[sci]
-		if !busy {
-			if a.indexing == nil {
-				a.indexing = map[int64]chan struct{}{}
-			}
-			done := make(chan struct{})
-			a.indexing[sci] = done
-			a.mu.Unlock()
-			idx, err := a.readShardIndex(sci, key)
-			a.mu.Lock()
-			delete(a.indexing, sci)
-			a.mu.Unlock()
-			close(done)
-			return idx, err
-		}
-		a.mu.Unlock()
-		<-wait
+// shardIndex returns the checked index of shard sci, whose object key
+// has version ver (nil: no shard), from the cache of indexes.
+func (a *Array) shardIndex(sci int64, key string, ver Version) (*shardIndex, error) {
+	s := a.v3.shard
+	k := indexKey{ver: ver, size: s.indexSize(), inner: s.chain.raw}
+	if ver.IsZero() {
+		k.owner, k.shard = a.id, sci
 	}
+	if s.atStart {
+		k.layout |= 1
+	}
+	if s.idxBig {
+		k.layout |= 2
+	}
+	if s.idxCRC {
+		k.layout |= 4
+	}
+	idx, err := indexes.get(k, func() (*shardIndex, error) { return a.readShardIndex(key) })
+	if err == nil && ver.IsZero() {
+		if v := a.version(key); !v.IsZero() {
+			old := k
+			k.ver, k.owner, k.shard = v, 0, 0
+			indexes.rekey(old, k)
+		}
+	}
+	return idx, err
 }
 
-// readShardIndex reads, checks and caches the index of shard sci.
-func (a *Array) readShardIndex(sci int64, key string) (shardIndex, error) {
+// readShardIndex reads and checks a shard's index.
+func (a *Array) readShardIndex(key string) (*shardIndex, error) {
 	s := a.v3.shard
 	n := s.indexSize()
 	off := -1 * int64(1)
@@ -729,9 +808,6 @@ func (a *Array) readShardIndex(sci int64, key string) (shardIndex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	a.mu.Lock()
-	a.indexes.Add(sci, idx)
-	a.mu.Unlock()
 	return idx, nil
 }
 

@@ -16,18 +16,44 @@ import (
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
-	"github.com/ulikunitz/xz"
-	"github.com/ulikunitz/xz/lzma"
 )
 
-// A compressor decodes one bytes-to-bytes step: src to exactly want
-// bytes (want < 0: whatever it decodes to, bounded by MaxObject).
+// A compressor decodes one bytes-to-bytes step. Every decode has a
+// bound: src decodes to exactly max bytes (exact), or to at most max
+// bytes (a stage in the middle of a v3 chain, whose output the next
+// stage reads: see chain). A stream that decodes to more is refused at
+// the first byte past max, and nothing a header claims beyond max is
+// allocated.
 type compressor interface {
-	decompress(src []byte, want int64) ([]byte, error)
+	decompress(src []byte, max int64, exact bool) ([]byte, error)
+	// maxEncoded is the largest encoding of n bytes: the largest input
+	// that decodes to n bytes and that a writer can have made.
+	maxEncoded(n int64) int64
 	name() string
 	// bloscChunk reports a Blosc compressor, whose chunks can be decoded
 	// block by block.
 	bloscChunk() bool
+}
+
+// streamSlack bounds what a stream compressor (deflate, zstd, bzip2,
+// LZMA) adds to incompressible input: a few bytes per block, a header and
+// a trailer, far below n/16 + 64 KiB.
+func streamSlack(n int64) int64 { return satAdd(n, n/16+64<<10) }
+
+// satAdd adds sizes, saturating at MaxObject+1 (past any object read).
+func satAdd(a, b int64) int64 {
+	if a > MaxObject || b > MaxObject || a+b > MaxObject {
+		return MaxObject + 1
+	}
+	return a + b
+}
+
+// tooMuch is the error of an output past its bound.
+func tooMuch(what string, max int64, exact bool) error {
+	if exact {
+		return fmt.Errorf("%w: %s decodes to more than the chunk's %d bytes", ErrCorrupt, what, max)
+	}
+	return fmt.Errorf("%w: %s decodes to more than the %d bytes the next codec can take", ErrCorrupt, what, max)
 }
 
 type codecConf struct {
@@ -48,18 +74,18 @@ func parseV2Compressor(raw json.RawMessage) (compressor, error) {
 	case "blosc":
 		return bloscCodec{}, nil
 	case "zlib":
-		return streamCodec{"zlib", func(r io.Reader) (io.Reader, error) { return zlib.NewReader(r) }}, nil
+		return streamCodec{"zlib", func(src []byte, _ int64) (io.Reader, error) { return zlib.NewReader(bytes.NewReader(src)) }}, nil
 	case "gzip":
-		return streamCodec{"gzip", func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }}, nil
+		return streamCodec{"gzip", func(src []byte, _ int64) (io.Reader, error) { return gzip.NewReader(bytes.NewReader(src)) }}, nil
 	case "bz2":
-		return streamCodec{"bz2", func(r io.Reader) (io.Reader, error) { return bzip2.NewReader(r), nil }}, nil
+		return streamCodec{"bz2", func(src []byte, _ int64) (io.Reader, error) { return bzip2.NewReader(bytes.NewReader(src)), nil }}, nil
 	case "lzma":
 		// numcodecs LZMA: format 1 (xz, the default) or 2 (lzma "alone").
 		switch {
 		case c.Format == nil || *c.Format == 1 || *c.Format == 0:
-			return streamCodec{"lzma", func(r io.Reader) (io.Reader, error) { return xz.NewReader(r) }}, nil
+			return streamCodec{"lzma", newXZReader}, nil
 		case *c.Format == 2:
-			return streamCodec{"lzma", func(r io.Reader) (io.Reader, error) { return lzma.NewReader(r) }}, nil
+			return streamCodec{"lzma", newLZMAReader}, nil
 		}
 		return nil, fmt.Errorf("%w: lzma format %d (raw streams)", ErrUnsupported, *c.Format)
 	case "zstd":
@@ -76,13 +102,30 @@ type bloscCodec struct{}
 func (bloscCodec) name() string     { return "blosc" }
 func (bloscCodec) bloscChunk() bool { return true }
 
-func (bloscCodec) decompress(src []byte, want int64) ([]byte, error) {
-	c, err := blosc.NewChunkBytes(src)
+// maxBloscOverhead is the most a Blosc chunk adds to its plain bytes (a
+// chunk that does not compress is stored as it is, behind an extended
+// header), with room for a special chunk's value.
+const maxBloscOverhead = blosc.ExtHeaderLen + 256
+
+func (bloscCodec) maxEncoded(n int64) int64 { return satAdd(n, maxBloscOverhead) }
+
+func (bloscCodec) decompress(src []byte, max int64, exact bool) ([]byte, error) {
+	h, err := blosc.ParseHeader(src)
 	if err != nil {
 		return nil, fmt.Errorf("%w: blosc: %w", ErrCorrupt, err)
 	}
-	if want >= 0 && int64(c.Nbytes) != want {
-		return nil, fmt.Errorf("%w: blosc chunk holds %d bytes, want %d", ErrCorrupt, c.Nbytes, want)
+	n := int64(h.Nbytes)
+	switch {
+	case exact && n != max:
+		return nil, fmt.Errorf("%w: blosc chunk holds %d bytes, want %d", ErrCorrupt, n, max)
+	case n > max:
+		return nil, fmt.Errorf("%w: blosc chunk holds %d bytes, more than the %d the next codec can take", ErrCorrupt, n, max)
+	case int64(h.Cbytes) > satAdd(n, maxBloscOverhead):
+		return nil, fmt.Errorf("%w: blosc chunk of %d bytes holds only %d", ErrCorrupt, h.Cbytes, n)
+	}
+	c, err := blosc.NewChunkBytes(src)
+	if err != nil {
+		return nil, fmt.Errorf("%w: blosc: %w", ErrCorrupt, err)
 	}
 	out := make([]byte, c.Nbytes)
 	if err := c.Decode(out); err != nil {
@@ -92,43 +135,49 @@ func (bloscCodec) decompress(src []byte, want int64) ([]byte, error) {
 }
 
 // streamCodec decodes a compressed stream (zlib, gzip, bz2, xz, lzma).
+// open gets the bound of the output, which the LZMA readers use to
+// bound their dictionary.
 type streamCodec struct {
 	id   string
-	open func(io.Reader) (io.Reader, error)
+	open func(src []byte, max int64) (io.Reader, error)
 }
 
-func (s streamCodec) name() string   { return s.id }
-func (streamCodec) bloscChunk() bool { return false }
+func (s streamCodec) name() string           { return s.id }
+func (streamCodec) bloscChunk() bool         { return false }
+func (streamCodec) maxEncoded(n int64) int64 { return streamSlack(n) }
 
-func (s streamCodec) decompress(src []byte, want int64) ([]byte, error) {
-	r, err := s.open(bytes.NewReader(src))
+func (s streamCodec) decompress(src []byte, max int64, exact bool) ([]byte, error) {
+	r, err := s.open(src, max)
 	if err != nil {
+		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrCorrupt) {
+			return nil, fmt.Errorf("%s: %w", s.id, err)
+		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, s.id, err)
 	}
-	return readBounded(r, want, s.id)
+	return readBounded(r, max, exact, s.id)
 }
 
-// readBounded reads exactly want bytes and checks the stream ends there
-// (want < 0: up to MaxObject bytes).
-func readBounded(r io.Reader, want int64, what string) ([]byte, error) {
-	if want < 0 {
-		b, err := io.ReadAll(io.LimitReader(r, MaxObject+1))
+// readBounded reads the stream r: exactly max bytes followed by its end
+// (exact), or at most max bytes. It stops at the first byte past max.
+func readBounded(r io.Reader, max int64, exact bool, what string) ([]byte, error) {
+	if !exact {
+		b, err := io.ReadAll(io.LimitReader(r, max+1))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
 		}
-		if len(b) > MaxObject {
-			return nil, fmt.Errorf("%w: %s decodes to more than %d bytes", ErrCorrupt, what, MaxObject)
+		if int64(len(b)) > max {
+			return nil, tooMuch(what, max, false)
 		}
 		return b, nil
 	}
-	out := make([]byte, want)
+	out := make([]byte, max)
 	if _, err := io.ReadFull(r, out); err != nil {
-		return nil, fmt.Errorf("%w: %s decodes to fewer than %d bytes: %w", ErrCorrupt, what, want, err)
+		return nil, fmt.Errorf("%w: %s decodes to fewer than %d bytes: %w", ErrCorrupt, what, max, err)
 	}
 	var one [1]byte
 	if n, err := io.ReadFull(r, one[:]); n != 0 || !errors.Is(err, io.EOF) {
 		if n != 0 {
-			return nil, fmt.Errorf("%w: %s decodes to more than %d bytes", ErrCorrupt, what, want)
+			return nil, tooMuch(what, max, true)
 		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
 	}
@@ -136,29 +185,41 @@ func readBounded(r io.Reader, want int64, what string) ([]byte, error) {
 }
 
 // zstdDec is made on the first zstd chunk: a process that reads no Zarr
-// zstd chunk (most of them) does not pay for its tables at start.
+// zstd chunk (most of them) does not pay for its tables at start. Its
+// DecodeAll writes no further than the capacity of the slice it is given,
+// which each call sets to the chunk's bound.
 var zstdDec = sync.OnceValue(func() *zstd.Decoder {
-	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxObject))
+	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxObject), zstd.WithDecodeAllCapLimit(true))
 	return d
 })
 
 // zstdCodec decodes a zstd frame.
 type zstdCodec struct{}
 
-func (zstdCodec) name() string     { return "zstd" }
-func (zstdCodec) bloscChunk() bool { return false }
+func (zstdCodec) name() string             { return "zstd" }
+func (zstdCodec) bloscChunk() bool         { return false }
+func (zstdCodec) maxEncoded(n int64) int64 { return streamSlack(n) }
 
-func (zstdCodec) decompress(src []byte, want int64) ([]byte, error) {
-	var dst []byte
-	if want >= 0 {
-		dst = make([]byte, 0, want)
+func (zstdCodec) decompress(src []byte, max int64, exact bool) ([]byte, error) {
+	n := max
+	var h zstd.Header
+	if h.Decode(src) == nil && h.HasFCS && !exact {
+		// A frame that tells its size: that much, if the bound allows
+		// it (a second frame past it is refused by the cap).
+		if h.FrameContentSize > uint64(max) {
+			return nil, tooMuch("zstd", max, exact)
+		}
+		n = int64(h.FrameContentSize)
 	}
-	out, err := zstdDec().DecodeAll(src, dst)
+	out, err := zstdDec().DecodeAll(src, make([]byte, 0, n))
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		return nil, tooMuch("zstd", max, exact)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: zstd: %w", ErrCorrupt, err)
 	}
-	if want >= 0 && int64(len(out)) != want {
-		return nil, fmt.Errorf("%w: zstd decodes to %d bytes, want %d", ErrCorrupt, len(out), want)
+	if exact && int64(len(out)) != max {
+		return nil, fmt.Errorf("%w: zstd decodes to %d bytes, want %d", ErrCorrupt, len(out), max)
 	}
 	return out, nil
 }
@@ -167,16 +228,17 @@ func (zstdCodec) decompress(src []byte, want int64) ([]byte, error) {
 // size, then one LZ4 block.
 type lz4Codec struct{}
 
-func (lz4Codec) name() string     { return "lz4" }
-func (lz4Codec) bloscChunk() bool { return false }
+func (lz4Codec) name() string             { return "lz4" }
+func (lz4Codec) bloscChunk() bool         { return false }
+func (lz4Codec) maxEncoded(n int64) int64 { return satAdd(4, satAdd(n, n/255+16)) }
 
-func (lz4Codec) decompress(src []byte, want int64) ([]byte, error) {
+func (lz4Codec) decompress(src []byte, max int64, exact bool) ([]byte, error) {
 	if len(src) < 4 {
 		return nil, fmt.Errorf("%w: lz4 chunk of %d bytes", ErrCorrupt, len(src))
 	}
 	n := int64(binary.LittleEndian.Uint32(src))
-	if (want >= 0 && n != want) || n > MaxObject {
-		return nil, fmt.Errorf("%w: lz4 chunk says %d bytes, want %d", ErrCorrupt, n, want)
+	if (exact && n != max) || n > max {
+		return nil, fmt.Errorf("%w: lz4 chunk says %d bytes, want %s%d", ErrCorrupt, n, map[bool]string{true: "", false: "at most "}[exact], max)
 	}
 	out := make([]byte, n)
 	m, err := lz4.UncompressBlock(src[4:], out)
@@ -196,16 +258,21 @@ type crc32cCodec struct{}
 func (crc32cCodec) name() string     { return "crc32c" }
 func (crc32cCodec) bloscChunk() bool { return false }
 
-func (crc32cCodec) decompress(src []byte, want int64) ([]byte, error) {
+func (crc32cCodec) maxEncoded(n int64) int64 { return satAdd(n, 4) }
+
+func (crc32cCodec) decompress(src []byte, max int64, exact bool) ([]byte, error) {
 	if len(src) < 4 {
 		return nil, fmt.Errorf("%w: crc32c: %d bytes", ErrCorrupt, len(src))
 	}
 	body := src[:len(src)-4]
+	if int64(len(body)) > max {
+		return nil, tooMuch("crc32c", max, exact)
+	}
 	if got, sum := crc32.Checksum(body, castagnoli()), binary.LittleEndian.Uint32(src[len(body):]); got != sum {
 		return nil, fmt.Errorf("%w: crc32c %#08x, stored %#08x", ErrChecksum, got, sum)
 	}
-	if want >= 0 && int64(len(body)) != want {
-		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrCorrupt, len(body), want)
+	if exact && int64(len(body)) != max {
+		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrCorrupt, len(body), max)
 	}
 	return body, nil
 }

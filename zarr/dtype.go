@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/npy"
 )
 
 // dtype is the element type of an array as an NPY file shows it.
@@ -25,7 +25,10 @@ type dtype struct {
 // parseSimple parses a numpy simple type string, such as "<f8", "|S5",
 // ">U3", "|b1", "<M8[ns]".
 func parseSimple(s string) (dtype, error) {
-	lit, size, err := frame.DescrLiteral(s)
+	if err := checkItemsize(s); err != nil {
+		return dtype{}, err
+	}
+	lit, size, err := npy.DescrLiteral(s)
 	if err != nil || strings.HasPrefix(s, "[") || len(s) < 2 {
 		return dtype{}, fmt.Errorf("%w: dtype %q", ErrFormat, s)
 	}
@@ -70,6 +73,32 @@ func parseSimple(s string) (dtype, error) {
 	return d, nil
 }
 
+// checkItemsize refuses, before anything is built from it, a simple type
+// string whose count (|S5, <U3, |V8) is not a number of 1 to
+// MaxChunkBytes bytes: a size of 0, one that does not fit, or one whose
+// product with 4 (U) would wrap.
+func checkItemsize(s string) error {
+	rest := strings.TrimLeft(s, "<>|=")
+	if len(rest) < 2 {
+		return nil // parsed (and refused) below
+	}
+	digits := rest[1:]
+	if i := strings.IndexByte(digits, '['); i >= 0 {
+		digits = digits[:i] // M8[ns]
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: dtype %q", ErrFormat, s)
+	}
+	if rest[0] == 'U' && n <= MaxChunkBytes {
+		n *= 4
+	}
+	if n < 1 || n > MaxChunkBytes {
+		return fmt.Errorf("%w: dtype %q: item size out of 1..%d bytes", ErrUnsupported, s, int64(MaxChunkBytes))
+	}
+	return nil
+}
+
 // parseV2Dtype parses the "dtype" of a .zarray: a simple type string or
 // a structured list ([["x", "<f8"], ["y", "<i4", [2, 3]]]).
 func parseV2Dtype(raw json.RawMessage) (dtype, error) {
@@ -81,11 +110,62 @@ func parseV2Dtype(raw json.RawMessage) (dtype, error) {
 	if err := structLiteral(&sb, raw, 0); err != nil {
 		return dtype{}, err
 	}
-	lit, size, err := frame.DescrLiteral(sb.String())
+	want, err := structSize(raw, 0)
 	if err != nil {
+		return dtype{}, err
+	}
+	lit, size, err := npy.DescrLiteral(sb.String())
+	if err != nil || int64(size) != want {
 		return dtype{}, fmt.Errorf("%w: structured dtype %.80s", ErrUnsupported, raw)
 	}
 	return dtype{descr: lit, kind: 's', order: '|', size: size}, nil
+}
+
+// structSize computes the item size of a structured dtype (which
+// structLiteral has checked), refusing any sum or product past
+// MaxChunkBytes before it can wrap.
+func structSize(raw json.RawMessage, depth int) (int64, error) {
+	var fields [][]json.RawMessage
+	if depth > 8 || json.Unmarshal(raw, &fields) != nil {
+		return 0, fmt.Errorf("%w: dtype %.80s", ErrFormat, raw)
+	}
+	tooBig := fmt.Errorf("%w: structured dtype %.80s: item size out of 1..%d bytes", ErrUnsupported, raw, int64(MaxChunkBytes))
+	var total int64
+	for _, parts := range fields {
+		var n int64
+		var typ string
+		if json.Unmarshal(parts[1], &typ) == nil {
+			d, err := parseSimple(typ)
+			if err != nil {
+				return 0, err
+			}
+			n = int64(d.size)
+		} else {
+			var err error
+			if n, err = structSize(parts[1], depth+1); err != nil {
+				return 0, err
+			}
+		}
+		if len(parts) == 3 {
+			var shape []int64
+			if err := json.Unmarshal(parts[2], &shape); err != nil {
+				return 0, fmt.Errorf("%w: dtype field shape %.80s", ErrFormat, parts[2])
+			}
+			for _, d := range shape {
+				if d < 0 || (d > 0 && n > MaxChunkBytes/d) {
+					return 0, tooBig
+				}
+				n *= d
+			}
+		}
+		if total += n; total > MaxChunkBytes {
+			return 0, tooBig
+		}
+	}
+	if total < 1 {
+		return 0, tooBig
+	}
+	return total, nil
 }
 
 // structLiteral writes a JSON structured dtype as NumPy's list literal.

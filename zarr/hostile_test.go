@@ -15,7 +15,7 @@ import (
 	"github.com/bloscfs/bloscfs/cache"
 	"github.com/bloscfs/bloscfs/pack"
 
-	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/npy"
 )
 
 // npTranspose is numpy.transpose(a, order) of a C-order int32 array.
@@ -91,7 +91,7 @@ func TestTranspose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := frame.NPYHeader("'<i4'", shape)
+			want := npy.Header("'<i4'", shape)
 			for _, v := range a {
 				want = binary.LittleEndian.AppendUint32(want, uint32(v))
 			}
@@ -176,13 +176,13 @@ func TestBadChunks(t *testing.T) {
 		if ValidKey(k) {
 			t.Errorf("ValidKey(%q)", k)
 		}
-		if _, err := s.Get(k); err == nil {
+		if _, err := s.Get(k, MaxObject); err == nil {
 			t.Errorf("Get(%q) succeeded", k)
 		}
 	}
 	// A symlink out of the store is not followed.
 	os.Symlink("/etc/hostname", filepath.Join(dir, "link"))
-	if _, err := s.Get("link"); err == nil {
+	if _, err := s.Get("link", MaxObject); err == nil {
 		t.Error("Get followed a symlink out of the store")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/pack"
 	"golang.org/x/sys/unix"
 )
@@ -363,14 +364,9 @@ func TestKeptFilesCollected(t *testing.T) {
 		}
 		readAll(t, r, n)
 	}()
-	for range 50 {
-		if keptTotal.Load() == before {
-			return
-		}
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
+	if !testkit.Eventually(t, 5*time.Second, func() bool { runtime.GC(); return keptTotal.Load() == before }) {
+		t.Fatalf("%d files kept after the store was collected, want %d", keptTotal.Load(), before)
 	}
-	t.Fatalf("%d files kept after the store was collected, want %d", keptTotal.Load(), before)
 }
 
 // TestReplacedChunkFile reads an array whose chunk file is replaced

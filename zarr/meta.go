@@ -76,7 +76,7 @@ type nodeV3 struct {
 // an array or a group, from its metadata objects. meta, when not nil, is
 // consolidated metadata to look in first (keys relative to the store).
 func Probe(s Store, path string) (Kind, error) {
-	if b, err := s.Get(JoinKey(path, "zarr.json")); err == nil {
+	if b, err := GetMeta(s, JoinKey(path, "zarr.json")); err == nil {
 		if err := checkJSON(b, JoinKey(path, "zarr.json")); err != nil {
 			return KindNone, err
 		}
@@ -112,7 +112,7 @@ func Probe(s Store, path string) (Kind, error) {
 // their JSON documents. It returns ErrNotExist when there is none.
 func Consolidated(s Store, path string) (map[string]json.RawMessage, error) {
 	key := JoinKey(path, ".zmetadata")
-	b, err := s.Get(key)
+	b, err := GetMeta(s, key)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +135,10 @@ type zarrayV2 struct {
 // checkGrid validates a shape and chunk shape: the element counts, byte
 // sizes and chunk counts must not overflow or exceed the limits.
 func checkGrid(shape, chunks []int64, itemsize int, what string) error {
+	if itemsize < 1 || itemsize > MaxChunkBytes {
+		// Also for a 0-d array, whose one chunk is one item.
+		return fmt.Errorf("%s: %w: item size %d out of 1..%d bytes", what, ErrUnsupported, itemsize, int64(MaxChunkBytes))
+	}
 	if len(shape) > MaxDims || len(chunks) != len(shape) {
 		return fmt.Errorf("%s: %w: %d dimensions, %d chunk dimensions", what, ErrFormat, len(shape), len(chunks))
 	}

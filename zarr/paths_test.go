@@ -144,7 +144,7 @@ func TestDirStoreObjectReader(t *testing.T) {
 	if _, _, err := s.ObjectReader("no/such/key"); !errors.Is(err, ErrNotExist) {
 		t.Fatalf("missing object: %v, want ErrNotExist", err)
 	}
-	whole, err := s.Get("MANIFEST.tsv")
+	whole, err := s.Get("MANIFEST.tsv", MaxObject)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,12 @@ package zarr
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/bloscfs/bloscfs/pack"
 )
@@ -17,10 +19,37 @@ import (
 type DirArray struct {
 	*Array
 	store *DirStore
+	dir   string
 }
 
 // Close releases the directory.
 func (d *DirArray) Close() error { return d.store.Close() }
+
+// named prefixes an error with the array's directory (the keys in the
+// errors are relative to it).
+func (d *DirArray) named(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return fmt.Errorf("%s: %w", d.dir, err)
+}
+
+// ReadAt reads bytes of the NPY view; an error names the directory.
+func (d *DirArray) ReadAt(p []byte, off int64) (int, error) {
+	n, err := d.Array.ReadAt(p, off)
+	return n, d.named(err)
+}
+
+// ReadAtOnce is Array.ReadAtOnce; an error names the directory.
+func (d *DirArray) ReadAtOnce(p []byte, off int64) (int, error) {
+	n, err := d.Array.ReadAtOnce(p, off)
+	return n, d.named(err)
+}
+
+// Prefetch is Array.Prefetch; an error names the directory.
+func (d *DirArray) Prefetch(off, n int64, reader func() int64) error {
+	return d.named(d.Array.Prefetch(off, n, reader))
+}
 
 // ArrayMetaFile returns the name of the metadata file that makes dir a
 // Zarr array (".zarray", or "zarr.json" with node_type "array"), or ""
@@ -34,11 +63,16 @@ func ArrayMetaFile(dir string) string {
 	if err != nil || !st.Mode().IsRegular() || st.Size() > MaxMetaSize {
 		return ""
 	}
-	f, err := os.Open(p)
+	// Without following a link or waiting on a FIFO put in its place
+	// since the lstat, and read only if it is still a regular file.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxMetaSize))
 	if err != nil || !bytes.Contains(b, []byte(`"array"`)) {
 		return ""
@@ -65,7 +99,7 @@ func init() {
 				return nil, err
 			}
 			a.Path = ""
-			return &DirArray{Array: a, store: s}, nil
+			return &DirArray{Array: a, store: s, dir: dir}, nil
 		},
 	})
 }

@@ -27,19 +27,64 @@ var (
 	ErrCorrupt = errors.New("corrupt Zarr chunk")
 	// ErrChecksum reports a crc32c mismatch.
 	ErrChecksum = errors.New("checksum mismatch")
+	// ErrTooLarge reports an object larger than its reader allows (a
+	// metadata document past MaxMetaSize, a chunk past the largest
+	// encoding of its plain size). It is refused without being read.
+	ErrTooLarge = errors.New("object too large")
 )
 
 // Store reads the objects of a Zarr store by key ("a/b/.zarray",
 // "a/b/c/0/1"). Keys are relative, '/'-separated and never hold "." or
-// ".." components (see ValidKey). A Store must be safe for concurrent use.
+// ".." components (see ValidKey). A Store must be safe for concurrent use,
+// and must never block on an object that is not a regular file or object
+// (a FIFO, a device): such an object does not exist for it.
 type Store interface {
 	// Get returns the whole object, or an error wrapping ErrNotExist.
-	Get(key string) ([]byte, error)
+	// An object of more than limit bytes is refused with an error
+	// wrapping ErrTooLarge, before more than limit+1 of its bytes are
+	// read (none, where the store knows its size beforehand): the
+	// caller's limit, not the object, decides what Get may allocate.
+	Get(key string, limit int64) ([]byte, error)
 	// GetRange returns n bytes at offset off of the object; with off < 0
 	// it returns the last n bytes. A range past the object's end is an
 	// error (io.ErrUnexpectedEOF); a missing object wraps ErrNotExist.
 	GetRange(key string, off, n int64) ([]byte, error)
 }
+
+// Versioner is implemented by stores that can tell which version of an
+// object a key names, without reading it. The reader remembers shard
+// indexes and chunks that failed to decode by version, so that an object
+// replaced is read anew and an unchanged one is not.
+type Versioner interface {
+	// Version returns the version of the object key names now: for a
+	// file, its device, inode, size and times (a stat); for an object
+	// store, the version it reads (an ETag), or the zero Version when it
+	// does not know one without a request. A missing object wraps
+	// ErrNotExist.
+	Version(key string) (Version, error)
+}
+
+// Version identifies one version of one stored object; it is comparable,
+// and equal non-zero Versions name the same bytes. The zero Version is
+// unknown: nothing is remembered for it.
+type Version struct {
+	file fileID // a file: device, inode, size, mtime, ctime
+	tag  string // an object store: the object's name and ETag
+}
+
+// FileVersion returns the Version of a file by its device, inode, size
+// and modification and change times (nanoseconds).
+func FileVersion(dev, ino uint64, size, mtime, ctime int64) Version {
+	return Version{file: fileID{dev: dev, ino: ino, size: size, mtime: mtime, ctime: ctime}}
+}
+
+// TagVersion returns the Version of an object named by tag, which must
+// tell the object (its store and name) as well as its version (an ETag):
+// Versions of different objects must differ. An empty tag is unknown.
+func TagVersion(tag string) Version { return Version{tag: tag} }
+
+// IsZero reports whether v is the unknown Version.
+func (v Version) IsZero() bool { return v == Version{} }
 
 // ReaderAtStore is implemented by stores that read part of an object
 // into the caller's memory. A Blosc chunk read through it costs its
@@ -131,53 +176,41 @@ func (s *DirStore) Close() error {
 	return s.root.Close()
 }
 
-func (s *DirStore) open(key string) (*os.File, int64, error) {
+// openReg opens key, a regular file beneath the store's directory,
+// without blocking (O_NONBLOCK: a FIFO or device is never waited on,
+// and is ErrNotExist, see openFile).
+func (s *DirStore) openReg(key string) (int, fileID, error) {
 	if !ValidKey(key) {
-		return nil, 0, fmt.Errorf("zarr: key %q: %w (not a relative key inside the store)", key, ErrFormat)
+		return -1, fileID{}, fmt.Errorf("zarr: key %q: %w (not a relative key inside the store)", key, ErrFormat)
 	}
-	f, err := s.root.Open(key)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, 0, fmt.Errorf("%s: %w", key, ErrNotExist)
-		}
-		return nil, 0, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, fmt.Errorf("%s: %w (not a regular file)", key, ErrNotExist)
-	}
-	return f, st.Size(), nil
+	return s.openFile(key)
 }
 
-// Get reads a whole object.
-func (s *DirStore) Get(key string) ([]byte, error) {
-	f, size, err := s.open(key)
+// Get reads a whole object of at most limit bytes.
+func (s *DirStore) Get(key string, limit int64) ([]byte, error) {
+	fd, id, err := s.openReg(key)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if size > MaxObject {
-		return nil, fmt.Errorf("%s: %w: object of %d bytes exceeds %d", key, ErrCorrupt, size, int64(MaxObject))
+	defer closeFDs([]int{fd})
+	if id.size > min(limit, MaxObject) {
+		return nil, fmt.Errorf("%s: %w: %d bytes, more than %d", key, ErrTooLarge, id.size, min(limit, MaxObject))
 	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
+	b := make([]byte, id.size)
+	if n, err := preadFull(fd, b, 0); err != nil {
+		return nil, fmt.Errorf("%s: read %d of %d bytes: %w", key, n, len(b), err)
 	}
 	return b, nil
 }
 
 // GetRange reads part of an object.
 func (s *DirStore) GetRange(key string, off, n int64) ([]byte, error) {
-	f, size, err := s.open(key)
+	fd, id, err := s.openReg(key)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer closeFDs([]int{fd})
+	size := id.size
 	if off < 0 {
 		off = size - n
 	}
@@ -185,10 +218,28 @@ func (s *DirStore) GetRange(key string, off, n int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: range [%d,+%d) of a %d-byte object: %w", key, off, n, size, io.ErrUnexpectedEOF)
 	}
 	b := make([]byte, n)
-	if _, err := f.ReadAt(b, off); err != nil {
+	if _, err := preadFull(fd, b, off); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	return b, nil
+}
+
+// Version returns the version of the file key names now (one stat).
+func (s *DirStore) Version(key string) (Version, error) {
+	if !ValidKey(key) {
+		return Version{}, fmt.Errorf("zarr: key %q: %w (not a relative key inside the store)", key, ErrFormat)
+	}
+	id, err := s.statName(key)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Version{}, fmt.Errorf("%s: %w", key, ErrNotExist)
+		}
+		return Version{}, fmt.Errorf("%s: %w", key, err)
+	}
+	return Version{file: id}, nil
 }
 
 // ObjectReader returns a reader of a stored object and its size. The
@@ -232,7 +283,7 @@ func (s *DirStore) List(prefix string) ([]string, error) {
 		}
 		dir = prefix
 	}
-	f, err := s.root.Open(dir)
+	f, err := s.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}

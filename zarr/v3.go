@@ -18,6 +18,11 @@ type chain struct {
 	shape  []int64 // chunk shape the chain encodes
 	nbytes int64   // plain bytes of one chunk
 	list   []string
+	// bound[i] is the most that decoding bb[i] may produce: exactly
+	// nbytes for bb[0], else the largest input bb[i-1] can decode from
+	// (its largest encoding of bound[i-1]). raw bounds the encoded chunk.
+	bound []int64
+	raw   int64
 }
 
 // sharding is a sharding_indexed codec.
@@ -136,6 +141,12 @@ func parseChain(codecs []namedConf, dt dtype, shape []int64, depth int) (*chain,
 		// would have to be read whole.
 		return nil, fmt.Errorf("%w: bytes-to-bytes codecs after sharding_indexed", ErrUnsupported)
 	}
+	c.bound = make([]int64, len(c.bb))
+	c.raw = c.nbytes
+	for i, cc := range c.bb {
+		c.bound[i] = c.raw
+		c.raw = cc.maxEncoded(c.raw)
+	}
 	return c, nil
 }
 
@@ -212,15 +223,15 @@ func parseSharding(raw json.RawMessage, dt dtype, shape []int64, depth int) (*sh
 
 // decode decodes one encoded chunk (not sharded) into its C-order,
 // little-endian bytes.
+// Each stage's output is bounded before it is allocated (see bound).
 func (c *chain) decode(raw []byte) ([]byte, error) {
+	if int64(len(raw)) > c.raw {
+		return nil, fmt.Errorf("%w: encoded chunk of %d bytes, more than %d for a %d-byte chunk", ErrCorrupt, len(raw), c.raw, c.nbytes)
+	}
 	b := raw
 	var err error
 	for i := len(c.bb) - 1; i >= 0; i-- {
-		want := int64(-1)
-		if i == 0 {
-			want = c.nbytes
-		}
-		if b, err = c.bb[i].decompress(b, want); err != nil {
+		if b, err = c.bb[i].decompress(b, c.bound[i], i == 0); err != nil {
 			return nil, err
 		}
 	}
@@ -300,37 +311,43 @@ func untranspose(dst, src []byte, shape, tshape []int64, perm []int, size int) {
 	}
 }
 
-// shardIndex is a decoded shard index: offset and size of each inner
-// chunk (missing: offset = size = 2^64-1).
-type shardIndex []uint64
+// shardIndex is a checked shard index: offset and size of each inner
+// chunk, 16 bytes each as the shard stores them (missing: offset = size
+// = 2^64-1). It holds the bytes read, not a decoded copy.
+type shardIndex struct {
+	b   []byte
+	big bool
+}
 
-// parseIndex checks and decodes an encoded shard index.
-func (s *sharding) parseIndex(b []byte) (shardIndex, error) {
+// entry returns the offset and size of inner chunk i.
+func (x *shardIndex) entry(i int64) (off, n uint64) {
+	if x.big {
+		return binary.BigEndian.Uint64(x.b[16*i:]), binary.BigEndian.Uint64(x.b[16*i+8:])
+	}
+	return binary.LittleEndian.Uint64(x.b[16*i:]), binary.LittleEndian.Uint64(x.b[16*i+8:])
+}
+
+// parseIndex checks an encoded shard index: every entry is missing, or
+// an inner chunk no larger than the inner codecs can have written.
+func (s *sharding) parseIndex(b []byte) (*shardIndex, error) {
 	if int64(len(b)) != s.indexSize() {
 		return nil, fmt.Errorf("%w: shard index of %d bytes, want %d", ErrCorrupt, len(b), s.indexSize())
 	}
 	if s.idxCRC {
 		var err error
-		if b, err = (crc32cCodec{}).decompress(b, 16*s.n); err != nil {
+		if b, err = (crc32cCodec{}).decompress(b, 16*s.n, true); err != nil {
 			return nil, fmt.Errorf("shard index: %w", err)
 		}
 	}
-	var bo binary.ByteOrder = binary.LittleEndian
-	if s.idxBig {
-		bo = binary.BigEndian
-	}
-	idx := make(shardIndex, 2*s.n)
-	for i := range idx {
-		idx[i] = bo.Uint64(b[8*i:])
-	}
+	x := &shardIndex{b: b, big: s.idxBig}
 	for i := int64(0); i < s.n; i++ {
-		off, n := idx[2*i], idx[2*i+1]
+		off, n := x.entry(i)
 		if off == math.MaxUint64 && n == math.MaxUint64 {
 			continue
 		}
-		if n > MaxObject || off > math.MaxInt64-n {
-			return nil, fmt.Errorf("%w: shard index entry %d: %d bytes at %d", ErrCorrupt, i, n, off)
+		if n > uint64(s.chain.raw) || off > math.MaxInt64-n {
+			return nil, fmt.Errorf("%w: shard index entry %d: %d bytes at %d (an inner chunk has at most %d)", ErrCorrupt, i, n, off, s.chain.raw)
 		}
 	}
-	return idx, nil
+	return x, nil
 }

@@ -17,6 +17,7 @@ import (
 	"testing/iotest"
 
 	"github.com/bloscfs/bloscfs/cache"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -124,7 +125,7 @@ func checkArray(t *testing.T, a *Array, fx fixture, full bool) {
 	}
 	rng := rand.New(rand.NewPCG(1, uint64(len(all))))
 	tries := 50
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		tries = 5 // the race detector makes each read slow; the serial checks run without it
 	}
 	for range tries {
@@ -159,7 +160,7 @@ func TestV2Fixtures(t *testing.T) {
 	for _, fx := range readManifest(t, root) {
 		t.Run(fx.path, func(t *testing.T) {
 			caches := []pack.BlockCache{nil, c}
-			if raceEnabled {
+			if testkit.RaceEnabled {
 				caches = caches[1:]
 			}
 			for _, bc := range caches {
@@ -187,7 +188,7 @@ func TestV3Fixtures(t *testing.T) {
 	for _, fx := range readManifest(t, root) {
 		t.Run(fx.path, func(t *testing.T) {
 			caches := []pack.BlockCache{nil, c}
-			if raceEnabled {
+			if testkit.RaceEnabled {
 				caches = caches[1:]
 			}
 			for _, bc := range caches {

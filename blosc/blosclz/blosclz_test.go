@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 var roundTripSizes = []int{0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 65, 66, 67, 68, 100, 127, 128, 129,
@@ -194,7 +196,7 @@ func TestFarMatches(t *testing.T) {
 
 // TestCompressAllocs checks that Compress does not allocate.
 func TestCompressAllocs(t *testing.T) {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		t.Skip("sync.Pool drops items at random under -race")
 	}
 	src := genText(1<<16, 1)

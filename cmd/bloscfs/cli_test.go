@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"golang.org/x/sys/unix"
 )
 

@@ -6,13 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/hostile"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 )
 
 // startInterrupted starts the binary with args, waits until it has made
@@ -25,23 +25,14 @@ func startInterrupted(t *testing.T, dir string, sig syscall.Signal, args ...stri
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	if !testkit.Eventually(t, 60*time.Second, func() bool {
 		ms, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
-		if len(ms) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v made no temp file", args)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(ms) > 0
+	}) {
+		t.Fatalf("%v made no temp file", args)
 	}
 	cmd.Process.Signal(sig)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
+	if exited, _ := testkit.Wait(cmd, 60*time.Second); !exited {
 		t.Fatalf("%v did not exit on %v", args, sig)
 	}
 	ents, _ := os.ReadDir(dir)
@@ -107,27 +98,10 @@ func TestInterruptRemovesTemp(t *testing.T) {
 	}
 }
 
-// procValue reads a "Key: N kB" line of /proc/PID/status, or a "key: N"
-// line of /proc/PID/io, in bytes.
+// procValue is testkit.ProcValue, -1 when it fails.
 func procValue(pid int, file, key string) int64 {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), file))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key+":"); ok {
-			f := strings.Fields(v)
-			if len(f) == 0 {
-				return -1
-			}
-			n, _ := strconv.ParseInt(f[0], 10, 64)
-			if len(f) > 1 && f[1] == "kB" {
-				n <<= 10
-			}
-			return n
-		}
-	}
-	return -1
+	n, _ := testkit.ProcValue(pid, file, key)
+	return n
 }
 
 // TestHostileZeroFrameCommands is finding 5 of issue 11: verify of a
@@ -154,12 +128,9 @@ func TestHostileZeroFrameCommands(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	pid := cmd.Process.Pid
-	deadline := time.Now().Add(120 * time.Second) // only against a hang
-	for procValue(pid, "io", "wchar") < 4<<30 {
-		if time.Now().After(deadline) {
-			t.Fatalf("unpack wrote %d bytes in 120 s", procValue(pid, "io", "wchar"))
-		}
-		time.Sleep(50 * time.Millisecond)
+	// The timeout is only against a hang.
+	if !testkit.Eventually(t, 120*time.Second, func() bool { return procValue(pid, "io", "wchar") >= 4<<30 }) {
+		t.Fatalf("unpack wrote %d bytes in 120 s", procValue(pid, "io", "wchar"))
 	}
 	hwm := procValue(pid, "status", "VmHWM")
 	t.Logf("unpack of 32 PiB of zeros to /dev/null: %d bytes written, peak RSS %d MiB", procValue(pid, "io", "wchar"), hwm>>20)

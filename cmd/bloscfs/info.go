@@ -81,8 +81,10 @@ type errorRecord struct {
 	Error string `json:"error"`
 }
 
-func describe(path string) (*infoRecord, error) {
-	v, err := openView(path, pack.NoCache{})
+// describe opens a container (through the store cfg configures, for an
+// s3:// path) and says how it is stored.
+func describe(path string, cfg remote.Config) (*infoRecord, error) {
+	v, err := openView(path, cfg, pack.NoCache{})
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +200,12 @@ func newJSON(w io.Writer) *json.Encoder {
 func cmdInfo(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("info", stdout)
 	asJSON := fs.Bool("json", false, "print JSON: one object per file, {\"path\", \"error\"} for a file that cannot be read")
-	addRemoteFlagsFor(fs, remoteConn)
+	rf := addRemoteFlagsFor(fs, remoteConn)
 	files, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := rf.config()
 	if err != nil {
 		return err
 	}
@@ -223,7 +229,7 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 	err = walkContainers(local, func(p string, err error) {
 		var r *infoRecord
 		if err == nil {
-			r, err = describe(p)
+			r, err = describe(p, cfg)
 		}
 		if err != nil {
 			failed = true
@@ -324,10 +330,10 @@ type verifyRecord struct {
 
 // verifyOne decodes every chunk of a container (checksums are verified as
 // chunks load).
-func verifyOne(path string, stderr io.Writer) verifyRecord {
+func verifyOne(path string, cfg remote.Config, stderr io.Writer) verifyRecord {
 	rec := verifyRecord{Path: path}
 	// The container's own bytes, not the .npy view: every chunk once.
-	c, closer, err := openContainer(path, pack.NoCache{})
+	c, closer, err := openContainer(path, cfg, pack.NoCache{})
 	if err != nil {
 		rec.Error = oneLine(err)
 		return rec
@@ -363,11 +369,14 @@ func isContainer(path string) bool {
 }
 
 func cmdVerify(args []string, stdout, stderr io.Writer) error {
-	blosc.SetDirectCalls(true) // a batch job: nothing else to run while libzstd decodes
 	flags := newFlags("verify", stdout)
 	asJSON := flags.Bool("json", false, "print JSON")
-	addRemoteFlagsFor(flags, remoteRead)
+	rf := addRemoteFlagsFor(flags, remoteRead)
 	paths, err := parseFlags(flags, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := rf.config()
 	if err != nil {
 		return err
 	}
@@ -383,7 +392,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	var local []string
 	for _, p := range paths {
 		if remote.IsURL(p) {
-			recs = append(recs, verifyRemote(p, stderr)...)
+			recs = append(recs, verifyRemote(p, cfg, stderr)...)
 		} else {
 			local = append(local, p)
 		}
@@ -393,7 +402,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 			recs = append(recs, verifyRecord{Path: p, Error: errorText(p, err)})
 			return
 		}
-		rec := verifyOne(p, stderr)
+		rec := verifyOne(p, cfg, stderr)
 		rec.Error = trimPath(p, rec.Error)
 		recs = append(recs, rec)
 	})

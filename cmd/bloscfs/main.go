@@ -49,7 +49,7 @@ func init() {
 		{"mount", "[flags] SOURCE MOUNTPOINT", mountHelp, cmdMount},
 		{"unmount", "[-l] MOUNTPOINT", unmountHelp, cmdUnmount},
 		{"stats", "[--json] MOUNTPOINT", "Show the counters of a mount: cache hits, misses, evictions, bytes held,\ndecoded bytes and decode time per codec, open files, read-ahead hits.", cmdStats},
-		{"pack", "[flags] IN|- [OUT]", packHelp, packRemote},
+		{"pack", "[flags] IN|- [OUT]", packHelp, cmdPack},
 		{"unpack", "[flags] IN [OUT|-]", "Decompress IN on all cores to OUT (default: IN without its suffix; a .b2nd\nbecomes .npy), or to standard output with -.", cmdUnpack},
 		{"info", "[--json] PATH...", "Show how files are stored; a directory is walked (every file with a\ncontainer suffix or magic, and every sparse frame directory).", cmdInfo},
 		{"verify", "[--json] PATH...", "Decode everything in files and directory trees, checking every checksum.\nRun it on the source of a mount, not on the mount.", cmdVerify},

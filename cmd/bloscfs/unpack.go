@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/remote"
@@ -28,12 +27,15 @@ func defaultUnpackName(in string) string {
 }
 
 func cmdUnpack(args []string, stdout, stderr io.Writer) error {
-	blosc.SetDirectCalls(true) // a batch job: nothing else to run while libzstd decodes
 	fs := newFlags("unpack", stdout)
 	force := fs.BoolP("force", "f", false, "overwrite OUT")
 	quiet := fs.BoolP("quiet", "q", false, "print no summary")
-	addRemoteFlagsFor(fs, remoteRead)
+	rf := addRemoteFlagsFor(fs, remoteRead)
 	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := rf.config()
 	if err != nil {
 		return err
 	}
@@ -46,10 +48,10 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	}
 	// Whole chunks are read once each: no cache, blocks decode in place.
 	// A .b2nd's C-order view revisits blocks and needs one.
-	v, err := openView(in, pack.NoCache{})
+	v, err := openView(in, cfg, pack.NoCache{})
 	if err == nil && v.NPY {
 		v.Close()
-		v, err = openView(in, newUnpackCache())
+		v, err = openView(in, cfg, newUnpackCache())
 	}
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 )
 
 // TestErrorsInPlainWords: the errors a user meets name the file and the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -18,7 +17,9 @@ import (
 	"time"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 	"github.com/bloscfs/bloscfs/remote"
 	"golang.org/x/sys/unix"
 )
@@ -64,22 +65,6 @@ func timed(b *testing.B, name string, args ...string) time.Duration {
 	return time.Since(start)
 }
 
-// procCPU returns the CPU time a running process has used so far.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
-}
-
 // selfCPU returns the CPU time of this process: the counting proxy's,
 // while a mount reads through it (dd is a child, not counted).
 func selfCPU() time.Duration {
@@ -112,36 +97,25 @@ func median(xs []float64) float64 {
 
 // timedCPU runs dd of path through mount m and returns its time and the
 // CPU each process spent on it, per GiB of size.
-func timedCPU(b *testing.B, m *benchM, path string, size int64) (time.Duration, cpuRun) {
-	d0, s0, p0 := procCPU(m.cmd.Process.Pid), procCPU(serverPid), selfCPU()
+func timedCPU(b *testing.B, m *mount, path string, size int64) (time.Duration, cpuRun) {
+	procCPU := func(pid int) time.Duration { d, _ := testkit.ProcCPU(pid); return d }
+	d0, s0, p0 := procCPU(m.PID), procCPU(serverPid), selfCPU()
 	t := timed(b, "dd", "if="+path, "of=/dev/null", "bs=1M", "status=none")
-	d1, s1, p1 := procCPU(m.cmd.Process.Pid), procCPU(serverPid), selfCPU()
+	d1, s1, p1 := procCPU(m.PID), procCPU(serverPid), selfCPU()
 	per := func(d time.Duration) float64 { return d.Seconds() / (float64(size) / (1 << 30)) }
 	return t, cpuRun{daemon: per(d1 - d0), server: per(s1 - s0), proxy: per(p1 - p0)}
 }
 
-// daemonHWM returns the peak RSS of the process serving a mount, in MiB.
-func daemonHWM(pid int) float64 {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
-
 // mountStats returns the counters of the mount m (bloscfs stats --json).
-func mountStats(b *testing.B, m *benchM) bfs.RemoteStats {
+func mountStats(b *testing.B, m *mount) bfs.RemoteStats {
 	b.Helper()
-	out, err := exec.Command(bin, "stats", "--json", m.dir).Output()
+	out, err := exec.Command(bin, "stats", "--json", m.Dir).Output()
 	if err != nil {
-		b.Fatalf("stats %s: %v", m.dir, err)
+		b.Fatalf("stats %s: %v", m.Dir, err)
 	}
 	var st bfs.Stats
 	if err := json.Unmarshal(out, &st); err != nil || st.Remote == nil {
-		b.Fatalf("stats %s: %v: %s", m.dir, err, out)
+		b.Fatalf("stats %s: %v: %s", m.Dir, err, out)
 	}
 	return *st.Remote
 }
@@ -163,12 +137,7 @@ func mountStats(b *testing.B, m *benchM) bfs.RemoteStats {
 // run), which other work on the machine changes less than the times.
 // Speed is reported, never asserted.
 func BenchmarkRemote(b *testing.B) {
-	if skipReason != "" {
-		b.Skip(skipReason)
-	}
-	if setupErr != "" {
-		b.Fatal(setupErr)
-	}
+	setup.Require(b)
 	size := benchSize()
 	dir := b.TempDir()
 	plainPath := filepath.Join(dir, "plain.bin")
@@ -222,12 +191,12 @@ func BenchmarkRemote(b *testing.B) {
 			var rs bfs.RemoteStats
 			for range seqRounds {
 				lm := benchMount(b, src)
-				local, lc := timedCPU(b, lm, filepath.Join(lm.dir, c), size)
-				lm.stop(b)
+				local, lc := timedCPU(b, lm, filepath.Join(lm.Dir, c), size)
+				lm.MustUnmount(b)
 				rm := benchMount(b, "s3://bench")
-				remote, rc := timedCPU(b, rm, filepath.Join(rm.dir, c), size)
+				remote, rc := timedCPU(b, rm, filepath.Join(rm.Dir, c), size)
 				rs = mountStats(b, rm)
-				rm.stop(b)
+				rm.MustUnmount(b)
 				locals = append(locals, local.Seconds())
 				remotes = append(remotes, remote.Seconds())
 				ratios = append(ratios, local.Seconds()/remote.Seconds())
@@ -255,9 +224,9 @@ func BenchmarkRemote(b *testing.B) {
 			// the mount and the server share, as no proxy would in use.
 			req0, byt0 := counter.Requests.Load(), counter.Bytes.Load()
 			pm := benchMount(b, "s3://bench", "--endpoint", counter.URL)
-			proxied, pcpu := timedCPU(b, pm, filepath.Join(pm.dir, c), size)
+			proxied, pcpu := timedCPU(b, pm, filepath.Join(pm.Dir, c), size)
 			ps := mountStats(b, pm)
-			pm.stop(b)
+			pm.MustUnmount(b)
 			res[c+"-remote-via-proxy/local"] = local.Seconds() / proxied.Seconds()
 			res[c+"-remote-via-proxy-proxy-CPU-s/GiB"] = pcpu.proxy
 			if got := counter.Requests.Load() - req0; got != ps.Requests {
@@ -276,8 +245,8 @@ func BenchmarkRemote(b *testing.B) {
 			// mount with its default --vfs-cache-mode off, straight to
 			// the server as the remote mount above.
 			m := rcloneMount(b, rclone, endpoint, "bench")
-			t := timed(b, "dd", "if="+filepath.Join(m.dir, "plain.bin"), "of=/dev/null", "bs=1M", "status=none")
-			m.stop(b)
+			t := timed(b, "dd", "if="+filepath.Join(m.Dir, "plain.bin"), "of=/dev/null", "bs=1M", "status=none")
+			m.MustUnmount(b)
 			res["rclone-GB/s"] = float64(size) / t.Seconds() / 1e9
 			for _, c := range []string{"lz4", "zstd"} {
 				res[c+"-remote/rclone"] = res[c+"-remote-GB/s"] / res["rclone-GB/s"]
@@ -291,10 +260,10 @@ func BenchmarkRemote(b *testing.B) {
 		// run than in the next, and the target moved with them.
 		rm := benchMount(b, "s3://bench")
 		lm := benchMount(b, src)
-		cold := interleavedColdReads(b, filepath.Join(rm.dir, "lz4"), filepath.Join(lm.dir, "lz4"), s, "lz4.b2frame", size, 300)
+		cold := interleavedColdReads(b, filepath.Join(rm.Dir, "lz4"), filepath.Join(lm.Dir, "lz4"), s, "lz4.b2frame", size, 300)
 		rs := mountStats(b, rm)
-		rm.stop(b)
-		lm.stop(b)
+		rm.MustUnmount(b)
+		lm.MustUnmount(b)
 		p50 := cold.remote[len(cold.remote)/2]
 		lp50 := cold.local[len(cold.local)/2]
 		direct := cold.get4k[len(cold.get4k)/2]
@@ -326,9 +295,10 @@ func BenchmarkRemote(b *testing.B) {
 		res["bare-GET-via-proxy-p50-ms"] = float64(proxied.Microseconds()) / 1e3
 		// Peak RSS streaming a file ≥ 10× the caches (48 MiB + 48 MiB).
 		rm = benchMount(b, "s3://bench", "--cache-size", "48MiB", "--remote-cache-size", "48MiB")
-		timed(b, "dd", "if="+filepath.Join(rm.dir, "zstd"), "of=/dev/null", "bs=1M", "status=none")
-		res["stream-RSS-MiB"] = daemonHWM(rm.cmd.Process.Pid)
-		rm.stop(b)
+		timed(b, "dd", "if="+filepath.Join(rm.Dir, "zstd"), "of=/dev/null", "bs=1M", "status=none")
+		hwm, _ := testkit.ProcValue(rm.PID, "status", "VmHWM")
+		res["stream-RSS-MiB"] = float64(hwm) / (1 << 20)
+		rm.MustUnmount(b)
 	}
 	keys := make([]string, 0, len(res))
 	for k := range res {
@@ -437,21 +407,15 @@ func bareGETs(b *testing.B, s1, s2 *remote.Store, key string, size, n int) (p50a
 // rcloneMount mounts bucket with `rclone mount`, its S3 remote configured
 // from the environment (path-style, the same credentials), read-only and
 // with rclone's default --vfs-cache-mode off: what a user would run.
-func rcloneMount(b *testing.B, rclone, endpoint, bucket string) *benchM {
-	dir, err := os.MkdirTemp("", "bloscfs-bench-rclone-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	m := &benchM{dir: dir}
-	m.cmd = exec.Command(rclone, "mount", "--read-only", "--vfs-cache-mode", "off", "benchs3:"+bucket, dir)
+func rcloneMount(b *testing.B, rclone, endpoint, bucket string) *mount {
+	dir := mounttest.NewMountpoint(b)
+	cmd := exec.Command(rclone, "mount", "--read-only", "--vfs-cache-mode", "off", "benchs3:"+bucket, dir)
 	conf := filepath.Join(b.TempDir(), "rclone.conf")
 	os.WriteFile(conf, nil, 0o600)
 	// rclone 1.60's AWS SDK refuses AWS_CA_BUNDLE with rclone's own HTTP
 	// transport; the server is plain HTTP on loopback, it needs none.
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "AWS_CA_BUNDLE=") })
-	var stderr strings.Builder
-	m.cmd.Stderr = &stderr
-	m.cmd.Env = append(env,
+	cmd.Env = append(env,
 		"RCLONE_CONFIG="+conf,
 		"RCLONE_CONFIG_BENCHS3_TYPE=s3",
 		"RCLONE_CONFIG_BENCHS3_PROVIDER=Other",
@@ -461,66 +425,10 @@ func rcloneMount(b *testing.B, rclone, endpoint, bucket string) *benchM {
 		"RCLONE_CONFIG_BENCHS3_REGION="+os.Getenv("AWS_REGION"),
 		"RCLONE_CONFIG_BENCHS3_FORCE_PATH_STYLE=true",
 	)
-	m.start(b, func() string { return "by rclone: " + stderr.String() })
-	return m
+	return mounttest.Start(b, cmd, dir)
 }
 
 // benchMount mounts src in the foreground for a benchmark.
-type benchM struct {
-	dir string
-	cmd *exec.Cmd
-}
-
-func benchMount(b *testing.B, src string, flags ...string) *benchM {
-	dir, err := os.MkdirTemp("", "bloscfs-bench-mnt-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	m := &benchM{dir: dir}
-	args := append(append([]string{"mount", "-f"}, flags...), src, dir)
-	m.cmd = exec.Command(bin, args...)
-	m.start(b, func() string { return "" })
-	return m
-}
-
-// start runs the mount's command, registers its stop, and waits up to 30
-// s for the mountpoint; why says what to add to the failure.
-func (m *benchM) start(b *testing.B, why func() string) {
-	if err := m.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { m.stop(b) })
-	for range 1500 {
-		if isMountpoint(m.dir) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	b.Fatalf("%s not mounted %s", m.dir, why())
-}
-
-func isMountpoint(dir string) bool {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	return strings.Contains(string(b), " "+dir+" ")
-}
-
-func (m *benchM) stop(b *testing.B) {
-	if m.cmd == nil {
-		return
-	}
-	if isMountpoint(m.dir) {
-		if err := unix.Unmount(m.dir, 0); err != nil {
-			unix.Unmount(m.dir, unix.MNT_DETACH)
-		}
-	}
-	done := make(chan struct{})
-	go func() { m.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		m.cmd.Process.Kill()
-		<-done
-	}
-	m.cmd = nil
-	os.Remove(m.dir)
+func benchMount(b *testing.B, src string, flags ...string) *mount {
+	return mounttest.Foreground(b, bin, src, mounttest.NewMountpoint(b), flags...)
 }

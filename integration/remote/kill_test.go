@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 )
 
 // TestKillDuringRemoteRead SIGKILLs the daemon of a remote mount at
@@ -23,7 +23,7 @@ import (
 // way, during start, reads, commits and unmounts, in integration/writes'
 // TestKillAnywhere.)
 func TestKillDuringRemoteRead(t *testing.T) {
-	requireServer(t)
+	setup.Require(t)
 	kills := 30
 	if os.Getenv("BLOSCFS_LONG") != "" {
 		kills = 300
@@ -58,25 +58,20 @@ func TestKillDuringRemoteRead(t *testing.T) {
 	t.Logf("seed %d", seed)
 	for i := 0; i < kills; i++ {
 		m := mountRemote(t, "s3://"+b)
-		reader := exec.Command("sh", "-c", `while dd if="$1" of=/dev/null bs=256k 2>/dev/null; do :; done`, "sh", m.path("big"))
+		reader := exec.Command("sh", "-c", `while dd if="$1" of=/dev/null bs=256k 2>/dev/null; do :; done`, "sh", m.Path("big"))
 		if err := reader.Start(); err != nil {
 			t.Fatal(err)
 		}
 		d := time.Duration(rng.IntN(400)) * time.Millisecond
 		time.Sleep(d)
-		if pid := m.cmd.Process.Pid; !testutil.KillGone(pid, time.Second) {
-			t.Errorf("kill %d (%v into the reads): the daemon survived SIGKILL for 1s; its threads:\n%s", i, d, testutil.KernelStacks(pid))
+		if pid := m.Cmd.Process.Pid; !testkit.KillGone(pid, time.Second) {
+			t.Errorf("kill %d (%v into the reads): the daemon survived SIGKILL for 1s; its threads:\n%s", i, d, testkit.KernelStacks(pid))
 		}
-		done := make(chan error, 1)
-		go func() { done <- reader.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			reader.Process.Kill()
+		if exited, _ := testkit.Wait(reader, 30*time.Second); !exited {
 			t.Fatalf("kill %d: the reader did not exit within 30s of the daemon's death", i)
 		}
-		if ok, _ := bfs.IsMountpoint(m.dir); ok {
-			if r := testutil.Run(30*time.Second, bin, "unmount", m.dir); r.Err != nil {
+		if mounttest.IsMounted(m.Dir) {
+			if r := testkit.Run(30*time.Second, bin, "unmount", m.Dir); r.Err != nil {
 				t.Fatalf("kill %d: bloscfs unmount of the dead mount: %v", i, r)
 			}
 		}

@@ -24,12 +24,7 @@ import (
 // with the requests the mount sent and the bytes its GETs fetched for
 // each (`bloscfs stats`). The rows are appended to BLOSCFS_BENCH_TABLE.
 func BenchmarkRemoteListing(b *testing.B) {
-	if skipReason != "" {
-		b.Skip(skipReason)
-	}
-	if setupErr != "" {
-		b.Fatal(setupErr)
-	}
+	setup.Require(b)
 	n := 10000
 	if s := os.Getenv("BLOSCFS_BENCH_OBJECTS"); s != "" {
 		if v, err := strconv.Atoi(s); err == nil && v > 0 {
@@ -83,13 +78,13 @@ func BenchmarkRemoteListing(b *testing.B) {
 	}
 	for b.Loop() {
 		m := benchMount(b, "s3://listing", "--dir-cache", "10m")
-		p := filepath.Join(m.dir, "frames")
+		p := filepath.Join(m.Dir, "frames")
 		s0 := mountStats(b, m)
 		cold := timed(b, "ls", "-l", p)
 		s1 := mountStats(b, m)
 		warm := timed(b, "ls", "-l", p)
 		s2 := mountStats(b, m)
-		m.stop(b)
+		m.MustUnmount(b)
 		var rows [][]string
 		row := func(cells ...string) { rows = append(rows, cells) }
 		row("ls -l of the prefix", "time", "requests", "fetched")

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io/fs"
 	"log"
@@ -23,19 +22,20 @@ import (
 	"testing"
 	"time"
 
-	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 	"github.com/bloscfs/bloscfs/remote"
 )
 
 var (
-	bin        string // the bloscfs binary under test
-	skipReason string
-	setupErr   string
-	endpoint   string // http://127.0.0.1:port of the server
-	serverPid  int    // the server's process, whose CPU the benchmark counts
-	bucket     = "fixtures"
+	// setup is what TestMain decided: setup.Require(t) skips or fails a
+	// test that cannot run (without the server too).
+	setup     *mounttest.Setup
+	bin       string // the bloscfs binary under test
+	endpoint  string // http://127.0.0.1:port of the server
+	serverPid int    // the server's process, whose CPU the benchmark counts
+	bucket    = "fixtures"
 )
 
 // VersitygwEnv names the variable that may point at the versitygw binary.
@@ -62,41 +62,32 @@ func findVersitygw() (string, error) {
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
-	flag.Parse()
-	if skipReason, setupErr = testutil.MountPrereqs("remote integration tests"); skipReason != "" || setupErr != "" {
-		return m.Run()
+	setup = mounttest.Prepare("remote integration tests")
+	defer setup.Close()
+	bin = setup.Bin
+	if !setup.OK() {
+		return mounttest.RunTests(m)
 	}
 	gw, err := findVersitygw()
 	if err != nil {
 		msg := "versitygw is not installed (make test installs it: go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)"
 		if os.Getenv("CI") != "" {
-			setupErr = msg
+			setup.Fail = msg
 		} else {
-			skipReason = msg
+			setup.Skip = msg
 		}
-		return m.Run()
+		return mounttest.RunTests(m)
 	}
-	dir, err := os.MkdirTemp("", "bloscfs-remote-")
+	stop, err := startServer(gw, filepath.Join(setup.Dir, "data"))
 	if err != nil {
-		setupErr = err.Error()
-		return m.Run()
-	}
-	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "bloscfs")
-	if err := testutil.BuildBloscfs(bin); err != nil {
-		setupErr = err.Error()
-		return m.Run()
-	}
-	stop, err := startServer(gw, filepath.Join(dir, "data"))
-	if err != nil {
-		setupErr = err.Error()
-		return m.Run()
+		setup.Fail = err.Error()
+		return mounttest.RunTests(m)
 	}
 	defer stop()
 	if err := uploadFixtures(); err != nil {
-		setupErr = err.Error()
+		setup.Fail = err.Error()
 	}
-	return m.Run()
+	return mounttest.RunTests(m)
 }
 
 // startServer starts versitygw on a free port of 127.0.0.1 with fresh
@@ -141,23 +132,27 @@ func startServer(gw, data string) (func(), error) {
 		}
 		logf.Close()
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	gone := false
+	listening := testkit.Eventually(nil, 30*time.Second, func() bool {
+		select {
+		case <-exited:
+			gone = true
+			return true
+		default:
+		}
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			break
 		}
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(data + ".log")
-			return nil, fmt.Errorf("versitygw exited: %s", b)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, fmt.Errorf("versitygw did not listen on %s within 30s", addr)
-		}
+		return err == nil
+	})
+	switch {
+	case gone:
+		b, _ := os.ReadFile(data + ".log")
+		return nil, fmt.Errorf("versitygw exited: %s", b)
+	case !listening:
+		stop()
+		return nil, fmt.Errorf("versitygw did not listen on %s within 30s", addr)
 	}
 	endpoint = "http://" + addr
 	for k, v := range map[string]string{
@@ -216,96 +211,21 @@ func uploadFixtures() error {
 	})
 }
 
-// requireServer skips or fails as TestMain decided.
-func requireServer(t *testing.T) {
-	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
-	if setupErr != "" {
-		t.Fatal(setupErr)
-	}
-}
-
 // mount is one foreground `bloscfs mount s3://...`.
-type mount struct {
-	dir    string
-	log    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
+type mount = mounttest.Mount
 
-// mountRemote mounts url and registers the unmount (which also runs when
-// the test fails half-way).
+// mountRemote mounts url in the foreground at a new mountpoint.
 func mountRemote(t *testing.T, url string, flags ...string) *mount {
 	t.Helper()
-	requireServer(t)
-	tmp := t.TempDir()
-	m := &mount{dir: filepath.Join(tmp, "mnt"), log: filepath.Join(tmp, "bloscfs.log"), exited: make(chan struct{})}
-	if err := os.Mkdir(m.dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"mount", "-f", "--log", m.log}, flags...)
-	args = append(args, url, m.dir)
-	m.cmd = exec.Command(bin, args...)
-	out, err := os.Create(filepath.Join(tmp, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	m.cmd.Stdout, m.cmd.Stderr = out, out
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := m.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { m.cmd.Wait(); close(m.exited) }()
-	t.Cleanup(func() { m.cleanup(t) })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if ok, _ := bfs.IsMountpoint(m.dir); ok {
-			return m
-		}
-		select {
-		case <-m.exited:
-			b, _ := os.ReadFile(out.Name())
-			t.Fatalf("bloscfs %s exited before mounting: %s", strings.Join(args, " "), b)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bloscfs %s: not mounted after 30s", strings.Join(args, " "))
-		}
-	}
-}
-
-func (m *mount) path(name string) string { return filepath.Join(m.dir, name) }
-
-func (m *mount) logText() string {
-	b, _ := os.ReadFile(m.log)
-	return string(b)
-}
-
-// cleanup unmounts and makes sure the daemon is gone.
-func (m *mount) cleanup(t *testing.T) {
-	if ok, _ := bfs.IsMountpoint(m.dir); ok {
-		if err := syscall.Unmount(m.dir, 0); err != nil {
-			t.Errorf("unmount %s: %v; detaching", m.dir, err)
-			syscall.Unmount(m.dir, syscall.MNT_DETACH)
-		}
-	}
-	select {
-	case <-m.exited:
-	case <-time.After(10 * time.Second):
-		t.Errorf("bloscfs still runs 10s after unmount; killing it")
-		syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
-		<-m.exited
-	}
+	setup.Require(t)
+	return mounttest.Foreground(t, bin, url, mounttest.NewMountpoint(t), flags...)
 }
 
 // run runs a program with a timeout and returns its stdout; a failure
 // fails the test.
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	r := testutil.Run(2*time.Minute, name, args...)
+	r := testkit.Run(2*time.Minute, name, args...)
 	if r.Err != nil {
 		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), r)
 	}

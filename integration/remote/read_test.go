@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,9 +22,9 @@ import (
 	"time"
 
 	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/fakes3"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 	"golang.org/x/sys/unix"
@@ -43,14 +44,14 @@ func loadFixtures(t *testing.T) []fixtures.Fixture {
 func viewPath(t *testing.T, m *mount, fx fixtures.Fixture) string {
 	t.Helper()
 	name := strings.TrimSuffix(fx.Name, "/")
-	if st, err := os.Lstat(m.path(name)); err == nil && !st.IsDir() {
-		return m.path(name)
+	if st, err := os.Lstat(m.Path(name)); err == nil && !st.IsDir() {
+		return m.Path(name)
 	}
 	stem, ok := all.PlainName(name)
 	if !ok {
-		return m.path(name)
+		return m.Path(name)
 	}
-	return m.path(stem)
+	return m.Path(stem)
 }
 
 // plain returns the local fixture's view bytes.
@@ -108,7 +109,7 @@ func TestSha256sum(t *testing.T) {
 	if got != len(paths) || got < 100 {
 		t.Errorf("%d sums for %d files", got, len(paths))
 	}
-	if strings.Contains(m.logText(), os.Getenv("AWS_SECRET_ACCESS_KEY")) {
+	if strings.Contains(m.LogText(), os.Getenv("AWS_SECRET_ACCESS_KEY")) {
 		t.Error("the log holds the secret key")
 	}
 }
@@ -150,13 +151,13 @@ func TestNumpy(t *testing.T) {
 	cacheDir := t.TempDir()
 	m0 := mountRemote(t, "s3://"+bucket, "--cache-dir", cacheDir)
 	testNumpy(t, m0)
-	m0.cleanup(t)
+	m0.MustUnmount(t)
 	m := mountRemote(t, "s3://"+bucket, "--cache-dir", cacheDir)
 	testNumpy(t, m)
 }
 
 func testNumpy(t *testing.T, m *mount) {
-	py := testutil.Python(t, "numpy")
+	py := testkit.Python(t, "numpy")
 	// One Python process checks every file (a numpy import costs more
 	// than the reads); it prints one line per file: path, then sha256.
 	var npy, flat []string
@@ -253,7 +254,7 @@ func TestConcurrentReaders(t *testing.T) {
 		t.Error(err)
 	}
 	if t.Failed() {
-		t.Log(m.logText())
+		t.Log(m.LogText())
 	}
 }
 
@@ -296,7 +297,7 @@ func TestAttributes(t *testing.T) {
 	if fx.Name == "" {
 		t.Fatal("fixture codec_lz4_l5.b2frame missing")
 	}
-	p := m.path("codec_lz4_l5")
+	p := m.Path("codec_lz4_l5")
 	st, err := os.Stat(p)
 	if err != nil {
 		t.Fatal(err)
@@ -324,23 +325,45 @@ func TestAttributes(t *testing.T) {
 	if _, err := os.OpenFile(p, os.O_WRONLY, 0); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("open for writing: %v, want EROFS", err)
 	}
-	if err := os.WriteFile(m.path("new"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+	if err := os.WriteFile(m.Path("new"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("create: %v, want EROFS", err)
 	}
-	if err := os.Mkdir(m.path("d"), 0o755); !errors.Is(err, syscall.EROFS) {
+	if err := os.Mkdir(m.Path("d"), 0o755); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("mkdir: %v, want EROFS", err)
 	}
 	// A sub-prefix mount and a directory listing.
-	names, err := os.ReadDir(m.dir)
+	names, err := os.ReadDir(m.Dir)
 	if err != nil || len(names) < 100 {
 		t.Errorf("readdir: %d entries, %v", len(names), err)
+	}
+}
+
+// TestMountFlags: the mount flags of -o reach an s3:// mount, as they
+// reach a local one: noatime, nodiratime and noexec show in /proc/mounts,
+// beside ro, nosuid and nodev.
+func TestMountFlags(t *testing.T) {
+	m := mountRemote(t, "s3://"+bucket, "-o", "noatime,nodiratime,noexec")
+	b, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 3 && bfs.UnescapeMount(f[1]) == m.Dir {
+			opts = strings.Split(f[3], ",")
+		}
+	}
+	for _, want := range []string{"ro", "noatime", "nodiratime", "noexec", "nosuid", "nodev"} {
+		if !slices.Contains(opts, want) {
+			t.Errorf("/proc/mounts shows the mount with %v: no %s", opts, want)
+		}
 	}
 }
 
 // TestMountRefuses: a missing bucket, refused credentials and an
 // unreachable endpoint stop the mount with one line.
 func TestMountRefuses(t *testing.T) {
-	requireServer(t)
+	setup.Require(t)
 	mnt := t.TempDir()
 	secret := os.Getenv("AWS_SECRET_ACCESS_KEY")
 	cases := []struct {
@@ -378,7 +401,7 @@ func TestMountRefuses(t *testing.T) {
 // TestCLI: info, verify (an object and a prefix), unpack of s3://
 // locations, and pack into the bucket (then read back).
 func TestCLI(t *testing.T) {
-	requireServer(t)
+	setup.Require(t)
 	out := run(t, bin, "info", "s3://"+bucket+"/codec_zstd_l5.b2frame")
 	if !strings.Contains(out, "zstd") {
 		t.Errorf("info: %s", out)
@@ -387,7 +410,7 @@ func TestCLI(t *testing.T) {
 	if !strings.HasPrefix(out, "OK") {
 		t.Errorf("verify: %s", out)
 	}
-	r := testutil.Run(5*time.Minute, bin, "verify", "s3://"+bucket+"/")
+	r := testkit.Run(5*time.Minute, bin, "verify", "s3://"+bucket+"/")
 	if r.Code != 1 || !strings.Contains(string(r.Stdout), "FAIL s3://"+bucket+"/invalid_bad_magic.b2frame") || strings.Contains(string(r.Stdout), "FAIL s3://"+bucket+"/codec_") {
 		t.Errorf("verify of the bucket: %v\n%s", r, r.Stdout)
 	}
@@ -424,11 +447,11 @@ func TestCLI(t *testing.T) {
 		t.Error("pack to s3:// then unpack: the bytes differ")
 	}
 	// A failed pack leaves no object behind.
-	r = testutil.Run(time.Minute, bin, "pack", filepath.Join(dir, "missing"), "s3://"+bucket+"/packed/missing.b2frame")
+	r = testkit.Run(time.Minute, bin, "pack", filepath.Join(dir, "missing"), "s3://"+bucket+"/packed/missing.b2frame")
 	if r.Err == nil {
 		t.Error("pack of a missing file succeeded")
 	}
-	if r := testutil.Run(time.Minute, bin, "info", "s3://"+bucket+"/packed/missing.b2frame"); r.Err == nil {
+	if r := testkit.Run(time.Minute, bin, "info", "s3://"+bucket+"/packed/missing.b2frame"); r.Err == nil {
 		t.Error("a failed pack left an object")
 	}
 }
@@ -450,7 +473,7 @@ func sha(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:
 // replaces objects while they are read: every read is bit-exact or EIO,
 // and the daemon keeps serving.
 func TestFaults(t *testing.T) {
-	requireServer(t)
+	setup.Require(t)
 	faults := fakes3.NewFaults(endpoint, 0.25, 42)
 	defer faults.Close()
 	faults.Delay.Store(int64(20 * time.Millisecond))
@@ -467,7 +490,7 @@ func TestFaults(t *testing.T) {
 			eio++
 		case err != nil:
 			t.Errorf("%s: %v", fx.Name, err)
-		case sha(got) != fx.PlainSHA && p == m.path(strings.TrimSuffix(fx.Name, "/")) && bytes.Equal(got, readFile(t, fx.Path)):
+		case sha(got) != fx.PlainSHA && p == m.Path(strings.TrimSuffix(fx.Name, "/")) && bytes.Equal(got, readFile(t, fx.Path)):
 			// Its probe failed every try (one in 3,000 at this
 			// rate): shown raw under its own name this time, and
 			// read bit-exact as such.
@@ -496,7 +519,7 @@ func TestFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	faults.Rate.Store(0.0)
-	f, err := os.Open(m.path(key))
+	f, err := os.Open(m.Path(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,16 +541,17 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("read at %d after the replace: %v", off, err)
 		}
 	}
-	if !strings.Contains(m.logText(), "changed since it was opened") {
-		t.Errorf("no log line for the replaced object:\n%s", m.logText())
+	if !strings.Contains(m.LogText(), "changed since it was opened") {
+		t.Errorf("no log line for the replaced object:\n%s", m.LogText())
 	}
-	time.Sleep(1100 * time.Millisecond) // the kernel's attribute cache
-	g, err := os.ReadFile(m.path(key))
+	// A new open sees the new object (its open of the old version's node
+	// is answered ESTALE, and the kernel looks the name up again).
+	g, err := os.ReadFile(m.Path(key))
 	if err != nil || !bytes.Equal(g, repl) {
 		t.Errorf("reopened after the replace: %v, new bytes %v", err, bytes.Equal(g, repl))
 	}
 	// The daemon still serves.
-	if _, err := os.ReadDir(m.dir); err != nil {
+	if _, err := os.ReadDir(m.Dir); err != nil {
 		t.Errorf("after the faults: %v", err)
 	}
 }
@@ -546,7 +570,7 @@ func TestReplacedWhileOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := mountRemote(t, "s3://"+bucket)
-	f1, err := os.Open(m.path(key))
+	f1, err := os.Open(m.Path(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,8 +584,10 @@ func TestReplacedWhileOpen(t *testing.T) {
 	if err := s.Upload(context.Background(), key, bytes.NewReader(repl)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1100 * time.Millisecond) // the kernel's attribute cache
-	f2, err := os.Open(m.path(key))
+	// No wait: the open of the old version's node, which the kernel
+	// still has under the name, is answered ESTALE, and the kernel looks
+	// the name up again and opens a node of the new version.
+	f2, err := os.Open(m.Path(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +621,7 @@ func TestReplacedWhileOpen(t *testing.T) {
 // TestProfile: credentials from AWS_PROFILE and the shared files, none in
 // the environment.
 func TestProfile(t *testing.T) {
-	requireServer(t)
+	setup.Require(t)
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "credentials")
 	conf := filepath.Join(dir, "config")
@@ -632,14 +658,14 @@ func TestProfile(t *testing.T) {
 // sent and the bytes its GETs fetched, as the proxy between the mount and
 // the server counted them, with the decoding counters of a local mount.
 func TestStats(t *testing.T) {
-	requireServer(t)
+	setup.Require(t)
 	counter := fakes3.NewFaults(endpoint, 0, 1)
 	defer counter.Close()
 	m := mountRemote(t, "s3://"+bucket, "--endpoint", counter.URL)
 	stats := func() bfs.Stats {
 		t.Helper()
 		var s bfs.Stats
-		if err := json.Unmarshal([]byte(run(t, bin, "stats", "--json", m.dir)), &s); err != nil {
+		if err := json.Unmarshal([]byte(run(t, bin, "stats", "--json", m.Dir)), &s); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -668,7 +694,7 @@ func TestStats(t *testing.T) {
 	if s.Source != "s3://"+bucket+"/" && s.Source != "s3://"+bucket {
 		t.Errorf("source %q", s.Source)
 	}
-	text := run(t, bin, "stats", m.dir)
+	text := run(t, bin, "stats", m.Dir)
 	if !strings.Contains(text, "remote:") || !strings.Contains(text, "requests") {
 		t.Errorf("stats:\n%s", text)
 	}

@@ -14,14 +14,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/fakes3"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
 	"golang.org/x/sys/unix"
 )
 
 // zarrBucket holds the Zarr stores: v2 written by python3-zarr
 // (testdata/zarr/gen_v2.py), v3 by zarrita (testdata/zarr/zarrita), and
-// a sharded array written by testutil.ShardedZarr.
+// a sharded array written by testkit.ShardedZarr.
 const zarrBucket = "zarr"
 
 var (
@@ -37,7 +37,7 @@ const bigN, bigShard, bigInner = 8 << 20, 1 << 20, 128 << 10
 // uploadZarr writes the stores and uploads them, once per run.
 func uploadZarr(t *testing.T) map[string]string {
 	t.Helper()
-	requireServer(t)
+	setup.Require(t)
 	if exec.Command("/usr/bin/python3", "-c", "import zarr, numcodecs").Run() != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("python3-zarr is missing (make deps)")
@@ -88,7 +88,7 @@ func doUploadZarr() (map[string]string, error) {
 		return nil, err
 	}
 	objs := map[string][]byte{}
-	for k, b := range testutil.ShardedZarr(bigN, bigShard, bigInner) {
+	for k, b := range testkit.ShardedZarr(bigN, bigShard, bigInner) {
 		objs["big.zarr/"+k] = b
 	}
 	for root, prefix := range map[string]string{filepath.Join(dir, "v2"): "v2/", "../../testdata/zarr/zarrita/v3": "v3/"} {
@@ -132,17 +132,17 @@ func TestZarr(t *testing.T) {
 	want := uploadZarr(t)
 	m := mountRemote(t, "s3://"+zarrBucket)
 	for p, sum := range want {
-		view := m.path(strings.TrimSuffix(p, ".zarr") + ".npy")
+		view := m.Path(strings.TrimSuffix(p, ".zarr") + ".npy")
 		if got := run(t, "sh", "-c", `sha256sum < "$1"`, "sh", view); !strings.HasPrefix(got, sum) {
 			t.Errorf("%s: sha256 %q, want %s", p, got, sum)
 		}
 	}
 	for _, p := range []string{"v2/.zgroup", "v2/.zmetadata", "v3/zarr.json"} {
-		if _, err := os.Stat(m.path(p)); err != nil {
+		if _, err := os.Stat(m.Path(p)); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
-	b, err := os.ReadFile(m.path("big.npy"))
+	b, err := os.ReadFile(m.Path("big.npy"))
 	if err != nil || len(b) < bigN*8 {
 		t.Fatalf("big.npy: %v, %d bytes", err, len(b))
 	}
@@ -163,7 +163,7 @@ func TestZarrShardGETs(t *testing.T) {
 	counter := fakes3.NewFaults(endpoint, 0, 1)
 	defer counter.Close()
 	m := mountRemote(t, "s3://"+zarrBucket, "--endpoint", counter.URL)
-	f, err := os.Open(m.path("big.npy"))
+	f, err := os.Open(m.Path("big.npy"))
 	if err != nil {
 		t.Fatal(err)
 	}

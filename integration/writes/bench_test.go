@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // benchFlags are the mount's defaults for new files, passed to both
@@ -29,7 +31,7 @@ var benchFlags = []string{"--codec", "zstd", "--clevel", "5", "--filter", "shuff
 //
 // Run it with: go test -run '^$' -bench BenchmarkWrite -benchtime=1x -timeout 60m ./integration/writes/
 func BenchmarkWrite(b *testing.B) {
-	requireRoot(b)
+	setup.Require(b)
 	requireTool(b, "cp")
 	mib := int64(1024)
 	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
@@ -61,13 +63,13 @@ func BenchmarkWrite(b *testing.B) {
 		// (a) cp into the mount against bloscfs pack.
 		m := mountFG(b, src, mnt, benchFlags...)
 		t0 := time.Now()
-		mustRun(b, "cp", plain, m.path("copied"))
+		mustRun(b, "cp", plain, m.Path("copied"))
 		cpTime := time.Since(t0)
-		rssCp, err := vmHWM(m.daemonPID())
+		rssCp, err := testkit.ProcValue(m.PID, "status", "VmHWM")
 		if err != nil {
 			b.Fatal(err)
 		}
-		m.unmount(b)
+		m.MustUnmount(b)
 		packed := filepath.Join(root, "packed.b2frame")
 		os.Remove(packed)
 		t0 = time.Now()
@@ -100,15 +102,15 @@ func BenchmarkWrite(b *testing.B) {
 			size   int64
 			stored string
 		}{{"quarter", size / 4, quarter}, {"copied", size, copied}} {
-			d := patchFsync(b, m.path(c.view), c.size, 3)
+			d := patchFsync(b, m.Path(c.view), c.size, 3)
 			times[k] = d
 			st := fileSize(b, c.stored)
 			b.ReportMetric(float64(d.Microseconds())/1000, fmt.Sprintf("patch+fsync_ms_%dMiB", c.size>>20))
 			b.ReportMetric(float64(st)/1e6/d.Seconds(), fmt.Sprintf("patch_copy_MB/s_%dMiB", c.size>>20))
 			b.Logf("4 KiB patch + fsync of %s (%d MiB plain, %d MB stored): %v (median of 3)", c.view, c.size>>20, st/1e6, d.Round(time.Microsecond))
 		}
-		rssPatch, _ := vmHWM(m.daemonPID())
-		m.unmount(b)
+		rssPatch, _ := testkit.ProcValue(m.PID, "status", "VmHWM")
+		m.MustUnmount(b)
 		b.ReportMetric(times[1].Seconds()/times[0].Seconds(), "patch_time_full/quarter")
 		b.ReportMetric(float64(rssPatch)/(1<<20), "daemon_peak_RSS_patch_MiB")
 	}

@@ -296,7 +296,7 @@ func crashOutcome(lines []string) (synced, pending string) {
 // one being fsynced when the daemon died; a new mount must remove the
 // temp and staging files the dead one left.
 func TestCrashSafety(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	requireTool(t, "umount")
 	iterations := 24
 	if longRun() {
@@ -343,14 +343,14 @@ func TestCrashSafety(t *testing.T) {
 	for i := 0; i < iterations; i++ {
 		m := mountFG(t, src, mnt)
 		if i > 0 {
-			if left := waitNoHidden(src, 5*time.Second); len(left) > 0 {
+			if left := waitNoHidden(t, src, 5*time.Second); len(left) > 0 {
 				t.Fatalf("iteration %d: a new mount did not remove the stale temp files within 5s: %v", i, left)
 			}
 		}
 		// Every other group of three iterations saves each version as a
 		// new file, streamed, renamed over the old one.
 		mode, save := i%3, i/3%2 == 1
-		w := startCrashWriter(t, m.path("f"), size, int64(i+1)*1000, mode == 2, save)
+		w := startCrashWriter(t, m.Path("f"), size, int64(i+1)*1000, mode == 2, save)
 		var how string
 		switch mode {
 		case 0: // during recompression: when a temp file appears
@@ -377,7 +377,7 @@ func TestCrashSafety(t *testing.T) {
 			how = "right after fsync returned"
 		}
 		tmpAtKill := hasTmp(src)
-		m.kill(t)
+		m.Kill(t)
 		lines := w.finish(t)
 		if tmpAtKill {
 			duringRecompression++
@@ -415,15 +415,15 @@ func TestCrashSafety(t *testing.T) {
 	}
 	// A last mount cleans what the last kill left.
 	m := mountFG(t, src, mnt)
-	if left := waitNoHidden(src, 5*time.Second); len(left) > 0 {
+	if left := waitNoHidden(t, src, 5*time.Second); len(left) > 0 {
 		t.Errorf("the final mount did not remove the stale temp files within 5s: %v", left)
 	}
-	if got, err := os.ReadFile(m.path("f")); err != nil {
+	if got, err := os.ReadFile(m.Path("f")); err != nil {
 		t.Errorf("reading f through the final mount: %v", err)
 	} else if sha(got) != current {
 		t.Errorf("f through the final mount: sha256 %s, want %s", sha(got), current)
 	}
-	m.unmount(t)
+	m.MustUnmount(t)
 	t.Logf("%d kills, %d while a temp file existed (during recompression), %d right after a confirmed fsync, %d left stale files that the next mount removed",
 		iterations, duringRecompression, confirmedKills, staleSeen)
 	if duringRecompression == 0 {

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 )
 
 // TestOutOfSpace fills a small tmpfs holding the source so that the
@@ -17,7 +20,7 @@ import (
 // (or EIO) from fsync or close, the original must still decode to its
 // old content, and no temp file may stay behind.
 func TestOutOfSpace(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	requireTool(t, "mount", "umount", "cp")
 	root := t.TempDir()
 	src, mnt := filepath.Join(root, "tmpfs"), filepath.Join(root, "mnt")
@@ -28,10 +31,10 @@ func TestOutOfSpace(t *testing.T) {
 	}
 	mustRun(t, "mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", src)
 	t.Cleanup(func() {
-		if r := runProg(time.Minute, "umount", src); r.Err != nil {
-			runProg(time.Minute, "umount", "-l", src)
+		if r := testkit.Run(time.Minute, "umount", src); r.Err != nil {
+			testkit.Run(time.Minute, "umount", "-l", src)
 		}
-		if isMounted(src) {
+		if mounttest.IsMounted(src) {
 			t.Errorf("the tmpfs at %s is still mounted", src)
 		}
 	})
@@ -60,7 +63,7 @@ func TestOutOfSpace(t *testing.T) {
 		if got, err := unpackSHA(disk); err != nil || got != oldSHA {
 			t.Errorf("%s: the original decodes to sha256 %s (%v), want the old content %s", when, got, err, oldSHA)
 		}
-		if left := waitNoHidden(src, 5*time.Second); len(left) > 0 {
+		if left := waitNoHidden(t, src, 5*time.Second); len(left) > 0 {
 			t.Errorf("%s: temp files left in the source: %v", when, left)
 		}
 		if got := unpack(t, filepath.Join(src, "small.b2frame")); !bytes.Equal(got, smallWant) {
@@ -78,7 +81,7 @@ func TestOutOfSpace(t *testing.T) {
 	crand.Read(newData)
 
 	t.Run("fsync reports ENOSPC", func(t *testing.T) {
-		f, err := os.OpenFile(m.path("big"), os.O_RDWR, 0)
+		f, err := os.OpenFile(m.Path("big"), os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +102,7 @@ func TestOutOfSpace(t *testing.T) {
 	})
 
 	t.Run("close reports ENOSPC", func(t *testing.T) {
-		f, err := os.OpenFile(m.path("big"), os.O_RDWR, 0)
+		f, err := os.OpenFile(m.Path("big"), os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +123,7 @@ func TestOutOfSpace(t *testing.T) {
 		if err := os.WriteFile(in, big, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r := runProg(time.Minute, "cp", in, m.path("new"))
+		r := testkit.Run(time.Minute, "cp", in, m.Path("new"))
 		if r.Err == nil {
 			t.Errorf("cp of 15 MiB of random bytes into 9 MiB of free space succeeded")
 		} else {
@@ -129,14 +132,14 @@ func TestOutOfSpace(t *testing.T) {
 		intact(t, "after the failed cp")
 		// What is left under the new name is a complete container.
 		if _, err := os.Stat(filepath.Join(src, "new.b2frame")); err == nil {
-			if r := runProg(time.Minute, bin, "unpack", filepath.Join(src, "new.b2frame"), "-"); r.Err != nil {
+			if r := testkit.Run(time.Minute, bin, "unpack", filepath.Join(src, "new.b2frame"), "-"); r.Err != nil {
 				t.Errorf("new.b2frame left by the failed cp does not decode: %v", r)
 			}
 		}
 	})
 
 	t.Run("the view shows the committed content after a failed commit", func(t *testing.T) {
-		got, err := os.ReadFile(m.path("big"))
+		got, err := os.ReadFile(m.Path("big"))
 		if err != nil {
 			t.Fatalf("reading big through the mount: %v", err)
 		}
@@ -145,17 +148,17 @@ func TestOutOfSpace(t *testing.T) {
 		}
 		// Diagnose: drop the kernel's cached pages of the file and read
 		// again from the daemon.
-		f, err := os.Open(m.path("big"))
+		f, err := os.Open(m.Path("big"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 		f.Close()
-		again, _ := os.ReadFile(m.path("big"))
+		again, _ := os.ReadFile(m.Path("big"))
 		t.Errorf("big through the mount after the failed commits shows the discarded writes: %s; "+
 			"after posix_fadvise(DONTNEED) of the kernel's cache the daemon serves the old content: %v",
 			firstDiff(got, old), bytes.Equal(again, old))
 	})
-	m.unmount(t)
+	m.MustUnmount(t)
 	intact(t, "after the unmount")
 }

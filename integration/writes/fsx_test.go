@@ -382,7 +382,7 @@ func (x *fsx) mmap(off, n int, fn func([]byte), msync int) {
 // 200000 with BLOSCFS_LONG=1); BLOSCFS_FSX_SEED replays a seed;
 // BLOSCFS_FSX_FDONLY=1 keeps to operations on one open descriptor.
 func TestRandomOps(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	ops := 10000
 	if longRun() {
 		ops = 200000
@@ -409,7 +409,7 @@ func TestRandomOps(t *testing.T) {
 			if format == "new" {
 				disk = filepath.Join(src, "f.b2frame")
 				m = mountFG(t, src, mnt, "--codec", "lz4", "--chunk-size", "64KiB")
-				copyFile(t, plain, m.path("f"))
+				copyFile(t, plain, m.Path("f"))
 			} else {
 				mustRun(t, bin, "pack", "--format", format, "--codec", "lz4", "--chunk-size", "64KiB", plain, disk)
 			}
@@ -417,7 +417,7 @@ func TestRandomOps(t *testing.T) {
 			if m == nil {
 				m = mountFG(t, src, mnt)
 			}
-			x := &fsx{t: t, seed: seed, rng: rand.New(rand.NewPCG(opSeed, opSeed^0xdeadbeef)), path: m.path("f"),
+			x := &fsx{t: t, seed: seed, rng: rand.New(rand.NewPCG(opSeed, opSeed^0xdeadbeef)), path: m.Path("f"),
 				model: readFile(t, plain), maxSize: 6 << 20, counts: map[string]int{}, spent: map[string]time.Duration{},
 				fdOnly: os.Getenv("BLOSCFS_FSX_FDONLY") == "1", newFiles: format == "new"}
 			t.Logf("seed %d, %d operations on %s (%d chunks of 64 KiB)", seed, ops, filepath.Base(disk), before.Chunks)
@@ -441,7 +441,7 @@ func TestRandomOps(t *testing.T) {
 			}
 			sort.Strings(summary)
 			t.Logf("%d operations in %v: %s", ops, time.Since(start).Round(time.Millisecond), strings.Join(summary, ", "))
-			m.unmount(t)
+			m.MustUnmount(t)
 			if got := unpack(t, disk); !bytes.Equal(got, x.model) {
 				x.fail("bloscfs unpack of the source after the unmount: %s", firstDiff(got, x.model))
 			}

@@ -78,7 +78,7 @@ print(nchunks, chunk_size, last_chunk, kind)
 // files with --new-format blp, and patches and appends to files written
 // by bloscpack) and has python3-blosc decode every chunk of each.
 func TestInteropBloscpack(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	requireTool(t, "cp", "sh")
 	py := python(t, "blosc")
 	root, src, mnt := newDirs(t)
@@ -108,7 +108,7 @@ func TestInteropBloscpack(t *testing.T) {
 	patchThrough := func(m *mount, disk string, off int, p []byte) {
 		t.Helper()
 		view := strings.TrimSuffix(disk, ".blp")
-		runPy(t, python(t), pyPatch, m.path(view), strconv.Itoa(off), dataFile(p))
+		runPy(t, python(t), pyPatch, m.Path(view), strconv.Itoa(off), dataFile(p))
 		want[disk] = patch(want[disk], off, p)
 	}
 
@@ -120,25 +120,25 @@ func TestInteropBloscpack(t *testing.T) {
 	if err := os.WriteFile(in, big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mustRun(t, "cp", in, m.path("new_zstd"))
+	mustRun(t, "cp", in, m.Path("new_zstd"))
 	want["new_zstd.blp"] = big
-	mustRun(t, "sh", "-c", `printf 'one line\n' > "$1"`, "sh", m.path("tiny"))
+	mustRun(t, "sh", "-c", `printf 'one line\n' > "$1"`, "sh", m.Path("tiny"))
 	want["tiny.blp"] = []byte("one line\n")
 	patchThrough(m, "cli_log.blp", 1<<20+777, bytes.Repeat([]byte("patched "), 500))
 	patchThrough(m, "nd2d.blp", 100000-50, seriesBytes(400, 9)) // across chunks 0 and 1
 	patchThrough(m, "sha256.blp", 5000, seriesBytes(3000, 10))
 	app := seriesBytes(70000, 11) // fills the last chunk and adds two
-	mustRun(t, "sh", "-c", `cat "$1" >> "$2"`, "sh", dataFile(app), m.path("ts4"))
+	mustRun(t, "sh", "-c", `cat "$1" >> "$2"`, "sh", dataFile(app), m.Path("ts4"))
 	want["ts4.blp"] = append(want["ts4.blp"], app...)
 	patchThrough(m, "noshuffle_ts8.blp", 0, []byte("head"))
-	m.unmount(t)
+	m.MustUnmount(t)
 
 	// Mount 2: other parameters for new files.
 	m = mountFG(t, src, mnt, "--new-format", "blp", "--codec", "lz4", "--clevel", "9", "--filter", "bitshuffle",
 		"--typesize", "4", "--chunk-size", "100KiB")
-	mustRun(t, "cp", in, m.path("new_lz4"))
+	mustRun(t, "cp", in, m.Path("new_lz4"))
 	want["new_lz4.blp"] = big
-	m.unmount(t)
+	m.MustUnmount(t)
 
 	for disk, w := range want {
 		t.Run(disk, func(t *testing.T) {
@@ -162,7 +162,7 @@ func TestInteropBloscpack(t *testing.T) {
 // both new-file formats, whether written by cp or grown from an empty
 // file later.
 func TestNewFileFlags(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	requireTool(t, "cp", "touch")
 	root, src, mnt := newDirs(t)
 	data := seriesBytes(1<<20+12345, 12)
@@ -174,12 +174,12 @@ func TestNewFileFlags(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			m := mountFG(t, src, mnt, "--new-format", format, "--codec", "lz4", "--clevel", "9",
 				"--filter", "bitshuffle", "--typesize", "4", "--chunk-size", "100KiB")
-			mustRun(t, "cp", in, m.path("copied_"+format))
-			mustRun(t, "touch", m.path("grown_"+format))
-			if err := os.WriteFile(m.path("grown_"+format), data, 0o644); err != nil {
+			mustRun(t, "cp", in, m.Path("copied_"+format))
+			mustRun(t, "touch", m.Path("grown_"+format))
+			if err := os.WriteFile(m.Path("grown_"+format), data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			m.unmount(t)
+			m.MustUnmount(t)
 			for _, name := range []string{"copied_", "grown_"} {
 				p := filepath.Join(src, name+format+"."+format)
 				in := infoOf(t, p)

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 )
 
 // killGone SIGKILLs pid and reports whether it is gone within d. When it
@@ -21,11 +22,11 @@ import (
 // them) and clears it as a user would: `bloscfs unmount` aborts the
 // connection of a daemon stuck dying on its own mount.
 func killGone(pid int, dir string, d time.Duration) (bool, string) {
-	if testutil.KillGone(pid, d) {
+	if testkit.KillGone(pid, d) {
 		return true, ""
 	}
-	stacks := testutil.KernelStacks(pid)
-	runProg(30*time.Second, bin, "unmount", dir)
+	stacks := testkit.KernelStacks(pid)
+	testkit.Run(30*time.Second, bin, "unmount", dir)
 	return false, stacks
 }
 
@@ -33,13 +34,13 @@ func killGone(pid int, dir string, d time.Duration) (bool, string) {
 // unmount`, which must succeed on a dead mount.
 func clearDead(t *testing.T, dir string) {
 	t.Helper()
-	if !isMounted(dir) {
+	if !mounttest.IsMounted(dir) {
 		return
 	}
-	if r := runProg(30*time.Second, bin, "unmount", dir); r.Err != nil && isMounted(dir) {
+	if r := testkit.Run(30*time.Second, bin, "unmount", dir); r.Err != nil && mounttest.IsMounted(dir) {
 		t.Fatalf("bloscfs unmount of the dead mount %s: %v", dir, r)
 	}
-	if isMounted(dir) {
+	if mounttest.IsMounted(dir) {
 		t.Fatalf("%s still mounted after bloscfs unmount", dir)
 	}
 }
@@ -61,7 +62,7 @@ var killCounts = []struct {
 // the last version whose fsync succeeded or the one being fsynced. (A
 // remote mount is killed the same way in integration/remote.)
 func TestKillAnywhere(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("BLOSCFS_CRASH_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -134,9 +135,9 @@ func TestKillAnywhere(t *testing.T) {
 						pid = cmd.Process.Pid
 						break
 					}
-					if isMounted(mnt) {
+					if mounttest.IsMounted(mnt) {
 						if bg {
-							pid = findDaemon(mnt)
+							pid = mounttest.FindDaemon(mnt)
 						} else {
 							pid = cmd.Process.Pid
 						}
@@ -171,26 +172,21 @@ func TestKillAnywhere(t *testing.T) {
 				clearDead(t, mnt)
 			case "read":
 				m := mountFG(t, src, mnt)
-				reader := exec.Command("sh", "-c", `while dd if="$1" of=/dev/null bs=1M 2>/dev/null; do :; done`, "sh", m.path("f"))
+				reader := exec.Command("sh", "-c", `while dd if="$1" of=/dev/null bs=1M 2>/dev/null; do :; done`, "sh", m.Path("f"))
 				if err := reader.Start(); err != nil {
 					t.Fatal(err)
 				}
 				d := time.Duration(rng.IntN(300)) * time.Millisecond
 				time.Sleep(d)
-				check("read", i, m.cmd.Process.Pid, fmt.Sprintf("%v into a read loop", d))
-				done := make(chan error, 1)
-				go func() { done <- reader.Wait() }()
-				select {
-				case <-done:
-				case <-time.After(30 * time.Second):
-					reader.Process.Kill()
+				check("read", i, m.Cmd.Process.Pid, fmt.Sprintf("%v into a read loop", d))
+				if exited, _ := testkit.Wait(reader, 30*time.Second); !exited {
 					t.Fatalf("read %d: the reader did not exit within 30s of the daemon's death", i)
 				}
-				m.waitExit(10 * time.Second)
+				m.WaitExit(10 * time.Second)
 				clearDead(t, mnt)
 			case "commit":
 				m := mountFG(t, src, mnt)
-				w := startCrashWriter(t, m.path("f"), size, int64(i+1)*1000, false, i%3 == 2)
+				w := startCrashWriter(t, m.Path("f"), size, int64(i+1)*1000, false, i%3 == 2)
 				var how string
 				if i%2 == 0 { // during a recompression
 					deadline := time.Now().Add(time.Minute)
@@ -208,9 +204,9 @@ func TestKillAnywhere(t *testing.T) {
 					time.Sleep(d)
 					how = fmt.Sprintf("%v after the writer started", d)
 				}
-				check("commit", i, m.cmd.Process.Pid, how)
+				check("commit", i, m.Cmd.Process.Pid, how)
 				lines := w.finish(t)
-				m.waitExit(10 * time.Second)
+				m.WaitExit(10 * time.Second)
 				clearDead(t, mnt)
 				synced, pending := crashOutcome(lines)
 				allowed := map[string]bool{current: synced == "", synced: synced != "", pending: pending != ""}
@@ -222,7 +218,7 @@ func TestKillAnywhere(t *testing.T) {
 				continue
 			case "unmount":
 				m := mountFG(t, src, mnt)
-				if _, err := os.ReadFile(m.path("f")); err != nil {
+				if _, err := os.ReadFile(m.Path("f")); err != nil {
 					t.Fatalf("unmount %d: reading f: %v", i, err)
 				}
 				var stopper *exec.Cmd
@@ -234,15 +230,15 @@ func TestKillAnywhere(t *testing.T) {
 					}
 				} else {
 					how = "after SIGTERM"
-					m.cmd.Process.Signal(syscall.SIGTERM)
+					m.Cmd.Process.Signal(syscall.SIGTERM)
 				}
 				d := time.Duration(rng.IntN(3000)) * time.Microsecond
 				time.Sleep(d)
-				check("unmount", i, m.cmd.Process.Pid, fmt.Sprintf("%v %s", d, how))
+				check("unmount", i, m.Cmd.Process.Pid, fmt.Sprintf("%v %s", d, how))
 				if stopper != nil {
 					stopper.Wait()
 				}
-				m.waitExit(10 * time.Second)
+				m.WaitExit(10 * time.Second)
 				clearDead(t, mnt)
 			}
 			checkSource(kc.phase, i)
@@ -250,13 +246,13 @@ func TestKillAnywhere(t *testing.T) {
 	}
 	// A last mount finds the last version and no stale file.
 	m := mountFG(t, src, mnt)
-	if left := waitNoHidden(src, 5*time.Second); len(left) > 0 {
+	if left := waitNoHidden(t, src, 5*time.Second); len(left) > 0 {
 		t.Errorf("the final mount did not remove the stale temp files within 5s: %v", left)
 	}
-	if got, err := os.ReadFile(m.path("f")); err != nil || sha(got) != current {
+	if got, err := os.ReadFile(m.Path("f")); err != nil || sha(got) != current {
 		t.Errorf("f through the final mount: %v, sha256 %s, want %s", err, sha(got), current)
 	}
-	m.unmount(t)
+	m.MustUnmount(t)
 	t.Logf("%d kills (%v), %d daemons not gone within 1s", total, killCounts, slow)
 }
 
@@ -268,7 +264,7 @@ func TestKillAnywhere(t *testing.T) {
 // left in the source, and every file decodes to a version the crash rules
 // allow.
 func TestSIGTERMUnderLoad(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	const size = 8 << 20
 	for round := 0; round < 3; round++ {
 		root, src, mnt := newDirs(t)
@@ -290,34 +286,29 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		m := mountFG(t, src, mnt)
 		writers := map[string]*crashChild{}
 		for k, name := range names {
-			writers[name] = startCrashWriter(t, m.path(name), size, int64(k+1)*100000, false, k == 2)
+			writers[name] = startCrashWriter(t, m.Path(name), size, int64(k+1)*100000, false, k == 2)
 		}
 		var readers []*exec.Cmd
 		for _, name := range []string{"a", "plain.bin"} {
-			r := exec.Command("sh", "-c", `while dd if="$1" of=/dev/null bs=128k 2>/dev/null; do :; done`, "sh", m.path(name))
+			r := exec.Command("sh", "-c", `while dd if="$1" of=/dev/null bs=128k 2>/dev/null; do :; done`, "sh", m.Path(name))
 			if err := r.Start(); err != nil {
 				t.Fatal(err)
 			}
 			readers = append(readers, r)
 		}
 		time.Sleep(time.Duration(300+round*400) * time.Millisecond)
-		m.cmd.Process.Signal(syscall.SIGTERM)
-		if !m.waitExit(30 * time.Second) {
-			t.Fatalf("round %d: the daemon still runs 30s after SIGTERM\nlog:\n%s\nits threads:\n%s", round, m.logText(), testutil.ThreadStates(m.daemonPID()))
+		m.Cmd.Process.Signal(syscall.SIGTERM)
+		if !m.WaitExit(30 * time.Second) {
+			t.Fatalf("round %d: the daemon still runs 30s after SIGTERM\nlog:\n%s\nits threads:\n%s", round, m.LogText(), testkit.ThreadStates(m.PID))
 		}
-		if code := m.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("round %d: the daemon exited with %d after SIGTERM, want 0\nlog:\n%s", round, code, m.logText())
+		if code := m.Cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("round %d: the daemon exited with %d after SIGTERM, want 0\nlog:\n%s", round, code, m.LogText())
 		}
-		if isMounted(mnt) {
+		if mounttest.IsMounted(mnt) {
 			t.Errorf("round %d: %s still mounted after SIGTERM", round, mnt)
 		}
 		for _, r := range readers {
-			done := make(chan error, 1)
-			go func() { done <- r.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				r.Process.Kill()
+			if exited, _ := testkit.Wait(r, 30*time.Second); !exited {
 				t.Errorf("round %d: a reader did not exit within 30s of the daemon's exit", round)
 			}
 		}
@@ -336,8 +327,8 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		if left := hiddenIn(src); len(left) > 0 {
 			t.Errorf("round %d: temp or stage files left in the source after SIGTERM: %v", round, left)
 		}
-		if !strings.Contains(m.logText(), "detached") {
-			t.Errorf("round %d: the log does not say the busy mount was detached:\n%s", round, m.logText())
+		if !strings.Contains(m.LogText(), "detached") {
+			t.Errorf("round %d: the log does not say the busy mount was detached:\n%s", round, m.LogText())
 		}
 	}
 }

@@ -14,25 +14,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	bfs "github.com/bloscfs/bloscfs/fs"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 )
 
 var (
-	// bin is the bloscfs binary built by TestMain.
-	bin string
-	// skipReason makes every test skip (not root and CI unset).
-	skipReason string
-	// setupErr makes every test fail (a broken set-up).
-	setupErr string
+	// setup is what TestMain decided: setup.Require(t) skips or fails a
+	// test that cannot run. bin is the bloscfs binary it built.
+	setup *mounttest.Setup
+	bin   string
 )
 
 // cmdTimeout bounds every program a test runs, so that a hung mount
@@ -57,39 +53,10 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	if skipReason, setupErr = testutil.MountPrereqs("write-path tests"); skipReason != "" || setupErr != "" {
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "bloscfs-writes-")
-	if err != nil {
-		setupErr = err.Error()
-		return m.Run()
-	}
-	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "bloscfs")
-	if err := goBuild(bin); err != nil {
-		setupErr = err.Error()
-	}
-	code := m.Run()
-	if left := emergencyUnmount(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "writes: mounts left behind after the tests, now detached: %v\n", left)
-		code = 1
-	}
-	return code
-}
-
-// goBuild builds ./cmd/bloscfs into out.
-func goBuild(out string) error { return testutil.BuildBloscfs(out) }
-
-// requireRoot skips or fails as TestMain decided.
-func requireRoot(tb testing.TB) {
-	tb.Helper()
-	if skipReason != "" {
-		tb.Skip(skipReason)
-	}
-	if setupErr != "" {
-		tb.Fatal(setupErr)
-	}
+	setup = mounttest.Prepare("write-path tests")
+	defer setup.Close()
+	bin = setup.Bin
+	return mounttest.RunTests(m)
 }
 
 // requireTool fails when a program is missing: `make test` installs what
@@ -106,18 +73,10 @@ func requireTool(tb testing.TB, names ...string) {
 
 // --- running programs ---
 
-// result is what a finished program left behind.
-type result = testutil.Result
-
-// runProg runs a program with a timeout.
-func runProg(timeout time.Duration, name string, args ...string) result {
-	return testutil.Run(timeout, name, args...)
-}
-
 // mustRun runs a program and fails the test unless it exits 0.
 func mustRun(tb testing.TB, name string, args ...string) []byte {
 	tb.Helper()
-	r := runProg(cmdTimeout, name, args...)
+	r := testkit.Run(cmdTimeout, name, args...)
 	if r.Err != nil {
 		tb.Fatalf("%s %s: %v", name, strings.Join(args, " "), r)
 	}
@@ -131,14 +90,14 @@ func python(tb testing.TB, modules ...string) string {
 	if len(modules) == 0 {
 		modules = []string{"os"}
 	}
-	return testutil.Python(tb, modules...)
+	return testkit.Python(tb, modules...)
 }
 
 // runPy runs a Python script with arguments and returns its stdout; a
 // non-zero exit fails the test.
 func runPy(tb testing.TB, py, script string, args ...string) string {
 	tb.Helper()
-	r := runProg(cmdTimeout, py, append([]string{"-c", script}, args...)...)
+	r := testkit.Run(cmdTimeout, py, append([]string{"-c", script}, args...)...)
 	if r.Err != nil {
 		tb.Fatalf("python %v: %v\nstdout: %s\nscript:\n%s", args, r, r.Stdout, script)
 	}
@@ -314,18 +273,15 @@ func hiddenIn(dir string) []string {
 	return out
 }
 
-// waitNoHidden polls until dir holds no bloscfs temp or staging file
-// (staging files go at RELEASE, which the kernel sends after close
-// returns; stale files of earlier mounts go in a background goroutine).
-func waitNoHidden(dir string, d time.Duration) []string {
-	deadline := time.Now().Add(d)
-	for {
-		left := hiddenIn(dir)
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+// waitNoHidden waits up to d until dir holds no bloscfs temp or staging
+// file (staging files go at RELEASE, which the kernel sends after close
+// returns; stale files of earlier mounts go in a background goroutine)
+// and returns those left.
+func waitNoHidden(tb testing.TB, dir string, d time.Duration) []string {
+	tb.Helper()
+	var left []string
+	testkit.Eventually(tb, d, func() bool { left = hiddenIn(dir); return len(left) == 0 })
+	return left
 }
 
 // firstDiff describes where two byte slices first differ.
@@ -344,72 +300,8 @@ func firstDiff(got, want []byte) string {
 
 // --- mounts ---
 
-var (
-	liveMu sync.Mutex
-	live   = map[string]*mount{} // mountpoint → mount, while possibly mounted
-)
-
-// emergencyUnmount detaches every mount the tests left (a test that
-// panicked before its cleanup ran) and kills its daemon; it returns the
-// mountpoints it found still mounted.
-func emergencyUnmount() []string {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	var left []string
-	for dir, m := range live {
-		if isMounted(dir) {
-			left = append(left, dir)
-			syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-		if pid := m.daemonPID(); pid > 0 {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	return left
-}
-
 // mount is one bloscfs mount made by a test.
-type mount struct {
-	src, dir string // source and mountpoint (absolute)
-	logPath  string
-	flags    []string
-
-	// A foreground daemon is our child; a background one was started by
-	// `bloscfs mount` and is found in /proc.
-	cmd    *exec.Cmd
-	exited chan struct{}
-	bgPID  int
-}
-
-// path returns the path of name inside the mount.
-func (m *mount) path(name string) string { return filepath.Join(m.dir, name) }
-
-// daemonPID returns the pid of the serving process (0 when unknown).
-func (m *mount) daemonPID() int {
-	if m.cmd != nil && m.cmd.Process != nil {
-		return m.cmd.Process.Pid
-	}
-	return m.bgPID
-}
-
-// alive reports whether the serving process still runs.
-func (m *mount) alive() bool {
-	if m.cmd != nil {
-		select {
-		case <-m.exited:
-			return false
-		default:
-			return true
-		}
-	}
-	return m.bgPID > 0 && servesMount(m.bgPID, m.dir)
-}
-
-// logText returns the daemon's log.
-func (m *mount) logText() string {
-	b, _ := os.ReadFile(m.logPath)
-	return string(b)
-}
+type mount = mounttest.Mount
 
 // newDirs makes a source and a mountpoint side by side (the mountpoint
 // is never inside the source) under a fresh temp dir.
@@ -425,247 +317,17 @@ func newDirs(tb testing.TB) (root, src, mnt string) {
 	return root, src, mnt
 }
 
-var logSeq struct {
-	sync.Mutex
-	n int
-}
-
-// logFile returns a fresh log path for a mount of dir.
-func logFile(dir string) string {
-	logSeq.Lock()
-	defer logSeq.Unlock()
-	logSeq.n++
-	return filepath.Join(filepath.Dir(dir), fmt.Sprintf("bloscfs-%d.log", logSeq.n))
-}
-
-// mountBG mounts src at dir with `bloscfs mount` (the daemonizing form)
-// and registers the unmount in tb.Cleanup.
+// mountBG mounts src at dir with `bloscfs mount` (the daemonizing form).
 func mountBG(tb testing.TB, src, dir string, flags ...string) *mount {
 	tb.Helper()
-	m := &mount{src: src, dir: dir, logPath: logFile(dir), flags: flags}
-	args := append(append([]string{"mount", "--log", m.logPath}, flags...), src, dir)
-	r := runProg(time.Minute, bin, args...)
-	m.register(tb)
-	if r.Err != nil {
-		tb.Fatalf("bloscfs %s: %v\nlog:\n%s", strings.Join(args, " "), r, m.logText())
-	}
-	if !isMounted(dir) {
-		tb.Fatalf("bloscfs mount returned 0 but %s is not in /proc/self/mountinfo", dir)
-	}
-	if m.bgPID = findDaemon(dir); m.bgPID == 0 {
-		tb.Fatalf("no bloscfs process serves %s", dir)
-	}
-	return m
+	return mounttest.Daemon(tb, bin, src, dir, flags...)
 }
 
 // mountFG runs `bloscfs mount -f` as a child process and waits until the
-// mount is ready; the unmount is registered in tb.Cleanup.
+// mount is ready.
 func mountFG(tb testing.TB, src, dir string, flags ...string) *mount {
 	tb.Helper()
-	m := &mount{src: src, dir: dir, logPath: logFile(dir), flags: flags, exited: make(chan struct{})}
-	args := append(append([]string{"mount", "-f", "--log", m.logPath}, flags...), src, dir)
-	m.cmd = exec.Command(bin, args...)
-	out, err := os.OpenFile(m.logPath+".out", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer out.Close()
-	m.cmd.Stdout, m.cmd.Stderr = out, out
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a ^C of go test reaches us, not it
-	if err := m.cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	go func() { m.cmd.Wait(); close(m.exited) }()
-	m.register(tb)
-	deadline := time.Now().Add(30 * time.Second)
-	for !isMounted(dir) {
-		select {
-		case <-m.exited:
-			b, _ := os.ReadFile(m.logPath + ".out")
-			tb.Fatalf("bloscfs mount -f exited before mounting: %v\n%s\nlog:\n%s", m.cmd.ProcessState, b, m.logText())
-		default:
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("bloscfs mount -f: %s not mounted after 30s\nlog:\n%s", dir, m.logText())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return m
-}
-
-// register records the mount and schedules its cleanup.
-func (m *mount) register(tb testing.TB) {
-	liveMu.Lock()
-	live[m.dir] = m
-	liveMu.Unlock()
-	tb.Cleanup(func() { m.cleanup(tb) })
-}
-
-// waitExit waits up to d for the daemon to exit.
-func (m *mount) waitExit(d time.Duration) bool {
-	if m.cmd != nil {
-		select {
-		case <-m.exited:
-			return true
-		case <-time.After(d):
-			return false
-		}
-	}
-	deadline := time.Now().Add(d)
-	for m.alive() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
-}
-
-// unmount unmounts with `bloscfs unmount` (retrying while the kernel
-// still releases files) and waits for the daemon to exit; a failure
-// fails the test.
-func (m *mount) unmount(tb testing.TB) {
-	tb.Helper()
-	var r result
-	for i := 0; i < 50; i++ {
-		if r = runProg(time.Minute, bin, "unmount", m.dir); r.Err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if r.Err != nil {
-		tb.Fatalf("bloscfs unmount %s: %v", m.dir, r)
-	}
-	if !m.waitExit(30 * time.Second) {
-		tb.Fatalf("the daemon of %s still runs 30s after the unmount", m.dir)
-	}
-	if isMounted(m.dir) {
-		tb.Fatalf("%s is still in /proc/self/mountinfo after bloscfs unmount", m.dir)
-	}
-}
-
-// kill SIGKILLs the daemon (it must be our foreground child), waits for
-// it, and detaches the dead mount lazily.
-func (m *mount) kill(tb testing.TB) {
-	tb.Helper()
-	if m.cmd == nil {
-		tb.Fatal("kill: not a foreground mount")
-	}
-	m.cmd.Process.Signal(syscall.SIGKILL)
-	if !m.waitExit(30 * time.Second) {
-		tb.Fatalf("the daemon of %s survived SIGKILL for 30s", m.dir)
-	}
-	if r := runProg(time.Minute, "umount", "-l", m.dir); r.Err != nil && isMounted(m.dir) {
-		tb.Fatalf("umount -l %s: %v", m.dir, r)
-	}
-	if isMounted(m.dir) {
-		tb.Fatalf("%s is still mounted after umount -l", m.dir)
-	}
-}
-
-// cleanup undoes the mount whatever state the test left it in: unmount,
-// lazy unmount, then kill the daemon. It fails the test when a mount
-// outlives it.
-func (m *mount) cleanup(tb testing.TB) {
-	if isMounted(m.dir) {
-		for i := 0; i < 20 && isMounted(m.dir); i++ {
-			if runProg(time.Minute, bin, "unmount", m.dir).Err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if isMounted(m.dir) {
-			tb.Logf("cleanup: %s busy, detaching it with umount -l", m.dir)
-			runProg(time.Minute, "umount", "-l", m.dir)
-		}
-	}
-	if !m.waitExit(15 * time.Second) {
-		tb.Logf("cleanup: killing the daemon of %s (pid %d)", m.dir, m.daemonPID())
-		if m.cmd != nil {
-			m.cmd.Process.Signal(syscall.SIGKILL)
-		} else if pid := m.bgPID; pid > 0 && servesMount(pid, m.dir) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-		if !m.waitExit(15 * time.Second) {
-			tb.Errorf("cleanup: the daemon of %s survived SIGKILL for 15s; its threads:\n%s", m.dir, testutil.ThreadStates(m.daemonPID()))
-		}
-	}
-	if isMounted(m.dir) {
-		syscall.Unmount(m.dir, syscall.MNT_DETACH)
-		tb.Errorf("cleanup: %s was still mounted after unmount and kill", m.dir)
-	}
-	liveMu.Lock()
-	delete(live, m.dir)
-	liveMu.Unlock()
-	if tb.Failed() {
-		out, _ := os.ReadFile(m.logPath + ".out")
-		log := m.logText() + string(out)
-		if len(log) > 8000 {
-			log = "…" + log[len(log)-8000:]
-		}
-		tb.Logf("daemon log of %s:\n%s", m.dir, log)
-	}
-}
-
-// isMounted reports whether dir is a mountpoint in /proc/self/mountinfo.
-func isMounted(dir string) bool {
-	ok, _ := bfs.IsMountpoint(dir)
-	return ok
-}
-
-// servesMount reports whether process pid is our bloscfs binary serving
-// mountpoint dir.
-func servesMount(pid int, dir string) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(b) == 0 {
-		return false
-	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	if len(args) < 3 || args[0] != bin || args[1] != "mount" || args[len(args)-1] != dir {
-		return false
-	}
-	// A zombie keeps its cmdline only while it is not reaped; its state
-	// tells.
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
-		return false
-	}
-	return true
-}
-
-// findDaemon returns the pid of the process serving dir, 0 if none.
-func findDaemon(dir string) int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil && servesMount(pid, dir) {
-			return pid
-		}
-	}
-	return 0
-}
-
-// vmHWM returns the peak resident set of a process, in bytes.
-func vmHWM(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) >= 1 {
-				kb, err := strconv.ParseInt(f[0], 10, 64)
-				return kb << 10, err
-			}
-		}
-	}
-	return 0, errors.New("no VmHWM in /proc/PID/status")
+	return mounttest.Foreground(tb, bin, src, dir, flags...)
 }
 
 // errnoOf extracts the errno of an error (0 if none).

@@ -21,7 +21,7 @@ import (
 // compressed files keeping their container suffix on disk, and that
 // bloscfs's temp and staging files never show in the view.
 func TestNamespace(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	requireTool(t, "ls", "touch", "mv")
 	_, src, mnt := newDirs(t)
 	copyFile(t, fixture(t, "typesize8.blp"), filepath.Join(src, "a.blp"))
@@ -55,7 +55,7 @@ func TestNamespace(t *testing.T) {
 	}
 	viewIs := func(t *testing.T, name string, want []byte) {
 		t.Helper()
-		got, err := os.ReadFile(m.path(name))
+		got, err := os.ReadFile(m.Path(name))
 		if err != nil {
 			t.Errorf("reading %s through the mount: %v", name, err)
 		} else if !bytes.Equal(got, want) {
@@ -64,30 +64,30 @@ func TestNamespace(t *testing.T) {
 	}
 
 	t.Run("mkdir and rmdir", func(t *testing.T) {
-		if err := os.Mkdir(m.path("newdir"), 0o750); err != nil {
+		if err := os.Mkdir(m.Path("newdir"), 0o750); err != nil {
 			t.Fatal(err)
 		}
 		st, err := os.Stat(filepath.Join(src, "newdir"))
 		if err != nil || !st.IsDir() || st.Mode().Perm() != 0o750 {
 			t.Errorf("source newdir after mkdir: %v, %v (want a directory, mode 750)", st, err)
 		}
-		if err := os.Mkdir(m.path("a"), 0o755); !errors.Is(err, fs.ErrExist) {
+		if err := os.Mkdir(m.Path("a"), 0o755); !errors.Is(err, fs.ErrExist) {
 			t.Errorf("mkdir over the compressed file a: %v, want EEXIST", err)
 		}
-		if err := os.Remove(m.path("newdir")); err != nil {
+		if err := os.Remove(m.Path("newdir")); err != nil {
 			t.Fatal(err)
 		}
 		missing(t, filepath.Join(src, "newdir"))
 	})
 
 	t.Run("rename keeps the container suffix", func(t *testing.T) {
-		mustRun(t, "mv", m.path("a"), m.path("y"))
+		mustRun(t, "mv", m.Path("a"), m.Path("y"))
 		exists(t, filepath.Join(src, "y.blp"))
 		missing(t, filepath.Join(src, "a.blp"))
-		missing(t, m.path("a"))
+		missing(t, m.Path("a"))
 		viewIs(t, "y", content["a"])
 
-		if err := os.Rename(m.path("y"), m.path("sub/z")); err != nil {
+		if err := os.Rename(m.Path("y"), m.Path("sub/z")); err != nil {
 			t.Fatal(err)
 		}
 		exists(t, filepath.Join(src, "sub/z.blp"))
@@ -95,7 +95,7 @@ func TestNamespace(t *testing.T) {
 		viewIs(t, "sub/z", content["a"])
 
 		// Over another compressed file of the same format.
-		if err := os.Rename(m.path("b"), m.path("c")); err != nil {
+		if err := os.Rename(m.Path("b"), m.Path("c")); err != nil {
 			t.Fatal(err)
 		}
 		exists(t, filepath.Join(src, "c.b2frame"))
@@ -107,7 +107,7 @@ func TestNamespace(t *testing.T) {
 
 		// Over a compressed file of another format: the name shown
 		// before is replaced, so no collision appears.
-		if err := os.Rename(m.path("sub/z"), m.path("c")); err != nil {
+		if err := os.Rename(m.Path("sub/z"), m.Path("c")); err != nil {
 			t.Fatal(err)
 		}
 		exists(t, filepath.Join(src, "c.blp"))
@@ -115,7 +115,7 @@ func TestNamespace(t *testing.T) {
 		missing(t, filepath.Join(src, "sub/z.blp"))
 		viewIs(t, "c", content["a"])
 
-		if err := os.Rename(m.path("plain.txt"), m.path("plain2.txt")); err != nil {
+		if err := os.Rename(m.Path("plain.txt"), m.Path("plain2.txt")); err != nil {
 			t.Fatal(err)
 		}
 		exists(t, filepath.Join(src, "plain2.txt"))
@@ -123,48 +123,48 @@ func TestNamespace(t *testing.T) {
 	})
 
 	t.Run("unlink", func(t *testing.T) {
-		if err := os.Remove(m.path("c")); err != nil {
+		if err := os.Remove(m.Path("c")); err != nil {
 			t.Fatal(err)
 		}
 		missing(t, filepath.Join(src, "c.blp"))
-		missing(t, m.path("c"))
+		missing(t, m.Path("c"))
 	})
 
 	t.Run("symlink", func(t *testing.T) {
-		if err := os.Symlink("plain2.txt", m.path("link")); err != nil {
+		if err := os.Symlink("plain2.txt", m.Path("link")); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := os.Readlink(filepath.Join(src, "link")); err != nil || got != "plain2.txt" {
 			t.Errorf("source link: %q, %v; want a symlink to plain2.txt", got, err)
 		}
-		if got, err := os.Readlink(m.path("link")); err != nil || got != "plain2.txt" {
+		if got, err := os.Readlink(m.Path("link")); err != nil || got != "plain2.txt" {
 			t.Errorf("readlink through the mount: %q, %v", got, err)
 		}
 		// A link to a compressed file's view name reads its plain bytes.
-		if err := os.Symlink("d", m.path("dlink")); err != nil {
+		if err := os.Symlink("d", m.Path("dlink")); err != nil {
 			t.Fatal(err)
 		}
 		viewIs(t, "dlink", content["d"])
-		if err := os.Symlink("x", m.path("d")); !errors.Is(err, fs.ErrExist) {
+		if err := os.Symlink("x", m.Path("d")); !errors.Is(err, fs.ErrExist) {
 			t.Errorf("symlink over the compressed file d: %v, want EEXIST", err)
 		}
 	})
 
 	t.Run("chmod chown utimens", func(t *testing.T) {
 		for _, c := range []struct{ view, disk string }{{"d", "d.blp"}, {"plain2.txt", "plain2.txt"}} {
-			if err := os.Chmod(m.path(c.view), 0o600); err != nil {
+			if err := os.Chmod(m.Path(c.view), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Lchown(m.path(c.view), 4321, 8765); err != nil {
+			if err := os.Lchown(m.Path(c.view), 4321, 8765); err != nil {
 				t.Fatal(err)
 			}
-			mustRun(t, "touch", "-m", "-d", "2001-02-03 04:05:06.123456789 UTC", m.path(c.view))
-			mustRun(t, "touch", "-a", "-d", "2002-03-04 05:06:07 UTC", m.path(c.view))
+			mustRun(t, "touch", "-m", "-d", "2001-02-03 04:05:06.123456789 UTC", m.Path(c.view))
+			mustRun(t, "touch", "-a", "-d", "2002-03-04 05:06:07 UTC", m.Path(c.view))
 			var s, v syscall.Stat_t
 			if err := syscall.Lstat(filepath.Join(src, c.disk), &s); err != nil {
 				t.Fatal(err)
 			}
-			if err := syscall.Lstat(m.path(c.view), &v); err != nil {
+			if err := syscall.Lstat(m.Path(c.view), &v); err != nil {
 				t.Fatal(err)
 			}
 			wantM := time.Date(2001, 2, 3, 4, 5, 6, 123456789, time.UTC)
@@ -185,7 +185,7 @@ func TestNamespace(t *testing.T) {
 
 	t.Run("user xattrs", func(t *testing.T) {
 		for _, c := range []struct{ view, disk string }{{"plain2.txt", "plain2.txt"}, {"d", "d.blp"}} {
-			if err := unix.Setxattr(m.path(c.view), "user.origin", []byte("namespace test"), 0); err != nil {
+			if err := unix.Setxattr(m.Path(c.view), "user.origin", []byte("namespace test"), 0); err != nil {
 				t.Errorf("setxattr user.origin on %s through the mount: %v", c.view, err)
 				continue
 			}
@@ -194,17 +194,17 @@ func TestNamespace(t *testing.T) {
 			if err != nil || string(buf[:n]) != "namespace test" {
 				t.Errorf("user.origin of source %s: %q, %v", c.disk, buf[:max(n, 0)], err)
 			}
-			n, err = unix.Getxattr(m.path(c.view), "user.origin", buf)
+			n, err = unix.Getxattr(m.Path(c.view), "user.origin", buf)
 			if err != nil || string(buf[:n]) != "namespace test" {
 				t.Errorf("user.origin of %s through the mount: %q, %v", c.view, buf[:max(n, 0)], err)
 			}
-			sz, _ := unix.Listxattr(m.path(c.view), nil)
+			sz, _ := unix.Listxattr(m.Path(c.view), nil)
 			list := make([]byte, max(sz, 1))
-			n, err = unix.Listxattr(m.path(c.view), list)
+			n, err = unix.Listxattr(m.Path(c.view), list)
 			if err != nil || !slices.Contains(strings.Split(string(list[:max(n, 0)]), "\x00"), "user.origin") {
 				t.Errorf("listxattr of %s through the mount: %q, %v", c.view, list[:max(n, 0)], err)
 			}
-			if err := unix.Removexattr(m.path(c.view), "user.origin"); err != nil {
+			if err := unix.Removexattr(m.Path(c.view), "user.origin"); err != nil {
 				t.Errorf("removexattr on %s through the mount: %v", c.view, err)
 			} else if _, err := unix.Getxattr(filepath.Join(src, c.disk), "user.origin", buf); err != unix.ENODATA {
 				t.Errorf("user.origin of source %s after removexattr: %v, want ENODATA", c.disk, err)
@@ -216,7 +216,7 @@ func TestNamespace(t *testing.T) {
 		for _, c := range []struct{ view, disk, link, linkDisk string }{
 			{"d", "d.blp", "dh", "dh.blp"}, {"plain2.txt", "plain2.txt", "ph.txt", "ph.txt"},
 		} {
-			if err := os.Link(m.path(c.view), m.path(c.link)); err != nil {
+			if err := os.Link(m.Path(c.view), m.Path(c.link)); err != nil {
 				t.Errorf("link %s → %s: %v", c.link, c.view, err)
 				continue
 			}
@@ -230,12 +230,12 @@ func TestNamespace(t *testing.T) {
 			if a.Ino != b.Ino || a.Nlink != 2 {
 				t.Errorf("source %s and %s: inodes %d and %d, nlink %d; want one inode, nlink 2", c.disk, c.linkDisk, a.Ino, b.Ino, a.Nlink)
 			}
-			if err := syscall.Lstat(m.path(c.link), &v); err != nil || v.Nlink != 2 {
+			if err := syscall.Lstat(m.Path(c.link), &v); err != nil || v.Nlink != 2 {
 				t.Errorf("stat %s through the mount: nlink %d, %v; want 2", c.link, v.Nlink, err)
 			}
-			want := readFile(t, m.path(c.view))
+			want := readFile(t, m.Path(c.view))
 			viewIs(t, c.link, want)
-			if err := os.Remove(m.path(c.link)); err != nil {
+			if err := os.Remove(m.Path(c.link)); err != nil {
 				t.Fatal(err)
 			}
 			missing(t, filepath.Join(src, c.linkDisk))
@@ -243,7 +243,7 @@ func TestNamespace(t *testing.T) {
 				t.Errorf("source %s after unlinking its link: nlink %d, %v", c.disk, a.Nlink, err)
 			}
 			// The other name still works through the mount.
-			if err := syscall.Lstat(m.path(c.view), &v); err != nil {
+			if err := syscall.Lstat(m.Path(c.view), &v); err != nil {
 				t.Errorf("after ln %s %s; rm %s (all through the mount), stat %s: %v (the source still has %s)", c.view, c.link, c.link, c.view, err, c.disk)
 			}
 			viewIs(t, c.view, want)
@@ -251,7 +251,7 @@ func TestNamespace(t *testing.T) {
 	})
 
 	t.Run("an open file follows a rename", func(t *testing.T) {
-		f, err := os.OpenFile(m.path("f"), os.O_RDWR, 0)
+		f, err := os.OpenFile(m.Path("f"), os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +259,7 @@ func TestNamespace(t *testing.T) {
 		if _, err := f.WriteAt(p, 1000); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(m.path("f"), m.path("e")); err != nil {
+		if err := os.Rename(m.Path("f"), m.Path("e")); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.Close(); err != nil {
@@ -274,31 +274,31 @@ func TestNamespace(t *testing.T) {
 	})
 
 	t.Run("a file unlinked while open is not brought back", func(t *testing.T) {
-		f, err := os.OpenFile(m.path("e"), os.O_RDWR, 0)
+		f, err := os.OpenFile(m.Path("e"), os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.WriteAt([]byte("doomed"), 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Remove(m.path("e")); err != nil {
+		if err := os.Remove(m.Path("e")); err != nil {
 			t.Fatal(err)
 		}
 		f.Close()
 		missing(t, filepath.Join(src, "e.blp"))
-		missing(t, m.path("e"))
-		if left := waitNoHidden(src, 5*time.Second); len(left) > 0 {
+		missing(t, m.Path("e"))
+		if left := waitNoHidden(t, src, 5*time.Second); len(left) > 0 {
 			t.Errorf("staging files left after closing an unlinked file: %v", left)
 		}
 	})
 
 	t.Run("temp files never show in the view", func(t *testing.T) {
-		if err := os.WriteFile(m.path(".bloscfs-tmp-mine"), []byte("x"), 0o644); err == nil {
+		if err := os.WriteFile(m.Path(".bloscfs-tmp-mine"), []byte("x"), 0o644); err == nil {
 			t.Errorf("creating .bloscfs-tmp-mine through the mount succeeded: such names are hidden from the view")
 		}
 		size := int64(64 << 20)
 		done := make(chan error, 1)
-		go func() { done <- longWrite(m.path("big"), size, 8<<20) }()
+		go func() { done <- longWrite(m.Path("big"), size, 8<<20) }()
 		var sightings, tmpSightings, checks int
 		var mu sync.Mutex
 		var bad []string
@@ -341,7 +341,7 @@ func TestNamespace(t *testing.T) {
 				check(strings.Fields(string(mustRun(t, "ls", "-a", mnt))), "ls -a")
 			}
 			for _, h := range hidden {
-				if _, err := os.Lstat(m.path(h)); !errors.Is(err, fs.ErrNotExist) {
+				if _, err := os.Lstat(m.Path(h)); !errors.Is(err, fs.ErrNotExist) {
 					bad = append(bad, "lookup "+h+" did not give ENOENT")
 				}
 			}
@@ -360,7 +360,7 @@ func TestNamespace(t *testing.T) {
 		if got, err := unpackSHA(filepath.Join(src, "big.b2frame")); err != nil || got != sha(want) {
 			t.Errorf("big.b2frame: sha256 %s, %v; want %s", got, err, sha(want))
 		}
-		if left := waitNoHidden(src, 5*time.Second); len(left) > 0 {
+		if left := waitNoHidden(t, src, 5*time.Second); len(left) > 0 {
 			t.Errorf("temp files left after the write: %v", left)
 		}
 	})
@@ -370,7 +370,7 @@ func TestNamespace(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("ls -A of the mount at the end: %v, want %v", got, want)
 	}
-	m.unmount(t)
+	m.MustUnmount(t)
 }
 
 // longWrite writes size bytes of series(seed 2) to path in 1 MiB writes,

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // TestPOSIX checks, with plain system calls, the POSIX semantics that
@@ -21,7 +23,7 @@ import (
 // a default mount (stored as .b2frame); the same calls on ext4 behave as
 // the tests expect.
 func TestPOSIX(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	_, src, mnt := newDirs(t)
 	m := mountBG(t, src, mnt, "-o", "allow_other")
 	top := t // a remount belongs to the whole test, not to a subtest
@@ -36,7 +38,7 @@ func TestPOSIX(t *testing.T) {
 	// mk writes a new compressed file through the mount.
 	mk := func(t *testing.T, name string, data []byte) {
 		t.Helper()
-		if err := os.WriteFile(m.path(name), data, 0o644); err != nil {
+		if err := os.WriteFile(m.Path(name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(filepath.Join(src, name+".b2frame")); err != nil {
@@ -52,7 +54,7 @@ func TestPOSIX(t *testing.T) {
 	// viewIsStored checks that a name shows what its disk file stores.
 	viewIsStored := func(t *testing.T, name string) {
 		t.Helper()
-		got, err := os.ReadFile(m.path(name))
+		got, err := os.ReadFile(m.Path(name))
 		if err != nil {
 			t.Errorf("reading %s: %v", name, err)
 			return
@@ -63,7 +65,7 @@ func TestPOSIX(t *testing.T) {
 	}
 
 	t.Run("1 truncate far", func(t *testing.T) {
-		f, err := os.Create(m.path("huge"))
+		f, err := os.Create(m.Path("huge"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,14 +83,14 @@ func TestPOSIX(t *testing.T) {
 			t.Fatalf("close after ftruncate to 1 TiB: %v", err)
 		}
 		// Through truncate(1), as the issue did.
-		if r := runProg(cmdTimeout, "truncate", "-s", "1T", m.path("huge2")); r.Err != nil {
+		if r := testkit.Run(cmdTimeout, "truncate", "-s", "1T", m.Path("huge2")); r.Err != nil {
 			t.Fatalf("truncate -s 1T: %v", r)
 		}
-		if r := runProg(cmdTimeout, "truncate", "-s", "999999999999999", m.path("huge2")); r.Err == nil || !strings.Contains(string(r.Stderr), "too large") {
+		if r := testkit.Run(cmdTimeout, "truncate", "-s", "999999999999999", m.Path("huge2")); r.Err == nil || !strings.Contains(string(r.Stderr), "too large") {
 			t.Errorf("truncate -s 999999999999999: %v, want File too large", r)
 		}
 		for _, name := range []string{"huge", "huge2"} {
-			st, err := os.Stat(m.path(name))
+			st, err := os.Stat(m.Path(name))
 			if err != nil || st.Size() != tib {
 				t.Fatalf("stat %s: %v, %v; want %d bytes", name, st, err, int64(tib))
 			}
@@ -97,7 +99,7 @@ func TestPOSIX(t *testing.T) {
 				t.Errorf("%s.b2frame: %v, %v; want a small file of zero chunks", name, disk, err)
 			}
 		}
-		g, err := os.Open(m.path("huge"))
+		g, err := os.Open(m.Path("huge"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,16 +113,16 @@ func TestPOSIX(t *testing.T) {
 		if !bytes.Equal(b, want) {
 			t.Errorf("the end of the 1 TiB file: %s", firstDiff(b, want))
 		}
-		if hwm, err := vmHWM(m.daemonPID()); err != nil || hwm > 1<<30 {
+		if hwm, err := testkit.ProcValue(m.PID, "status", "VmHWM"); err != nil || hwm > 1<<30 {
 			t.Errorf("daemon peak RSS %d MiB (%v), want far less than 1 GiB", hwm>>20, err)
 		}
-		os.Remove(m.path("huge"))
-		os.Remove(m.path("huge2"))
+		os.Remove(m.Path("huge"))
+		os.Remove(m.Path("huge2"))
 	})
 
 	t.Run("2 modes are the source's", func(t *testing.T) {
 		mk(t, "secret", []byte("root only\n"))
-		if err := os.Chmod(m.path("secret"), 0); err != nil {
+		if err := os.Chmod(m.Path("secret"), 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(src, "plainsecret.txt"), []byte("x"), 0); err != nil {
@@ -129,11 +131,11 @@ func TestPOSIX(t *testing.T) {
 		if err := os.Chmod(filepath.Join(src, "plainsecret.txt"), 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Mkdir(m.path("closed"), 0); err != nil {
+		if err := os.Mkdir(m.Path("closed"), 0); err != nil {
 			t.Fatal(err)
 		}
 		for name, want := range map[string]os.FileMode{"secret": 0, "plainsecret.txt": 0, "closed": os.ModeDir} {
-			st, err := os.Stat(m.path(name))
+			st, err := os.Stat(m.Path(name))
 			if err != nil || st.Mode() != want {
 				t.Errorf("stat %s: %v, %v; want mode %v", name, st.Mode(), err, want)
 			}
@@ -143,7 +145,7 @@ func TestPOSIX(t *testing.T) {
 			os.Chmod(d, 0o755)
 		}
 		for _, name := range []string{"secret", "plainsecret.txt", "closed/x"} {
-			cmd := exec.Command("cat", m.path(name))
+			cmd := exec.Command("cat", m.Path(name))
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 			out, err := cmd.CombinedOutput()
 			if err == nil || !strings.Contains(string(out), "Permission denied") {
@@ -154,19 +156,19 @@ func TestPOSIX(t *testing.T) {
 
 	t.Run("3 rename a directory onto an empty one", func(t *testing.T) {
 		for _, d := range []string{"da", "db", "dc", "dc/sub"} {
-			if err := os.Mkdir(m.path(d), 0o755); err != nil {
+			if err := os.Mkdir(m.Path(d), 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// syscall.Rename: os.Rename refuses a directory target itself.
-		if err := syscall.Rename(m.path("da"), m.path("db")); err != nil {
+		if err := syscall.Rename(m.Path("da"), m.Path("db")); err != nil {
 			t.Errorf("rename da onto the empty db: %v", err)
 		}
-		wantErrno(t, "rename db onto the non-empty dc", syscall.Rename(m.path("db"), m.path("dc")), syscall.ENOTEMPTY)
+		wantErrno(t, "rename db onto the non-empty dc", syscall.Rename(m.Path("db"), m.Path("dc")), syscall.ENOTEMPTY)
 	})
 
 	t.Run("4 fsync of a directory", func(t *testing.T) {
-		d, err := os.Open(m.dir)
+		d, err := os.Open(m.Dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,12 +188,12 @@ func TestPOSIX(t *testing.T) {
 			t.Fatal(err)
 		}
 		ren := func(a, b string, flags uint) error {
-			return unix.Renameat2(unix.AT_FDCWD, m.path(a), unix.AT_FDCWD, m.path(b), flags)
+			return unix.Renameat2(unix.AT_FDCWD, m.Path(a), unix.AT_FDCWD, m.Path(b), flags)
 		}
 		wantErrno(t, "RENAME_WHITEOUT of a compressed file", ren("xa", "xw", unix.RENAME_WHITEOUT), syscall.EINVAL)
 		wantErrno(t, "RENAME_WHITEOUT of a plain file", ren("plain.txt", "pw", unix.RENAME_WHITEOUT), syscall.EINVAL)
 		for _, n := range []string{"xw", "pw"} {
-			if _, err := os.Lstat(m.path(n)); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Lstat(m.Path(n)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s exists after a refused rename: %v", n, err)
 			}
 		}
@@ -199,7 +201,7 @@ func TestPOSIX(t *testing.T) {
 			t.Errorf("RENAME_EXCHANGE of two compressed files: %v", err)
 		}
 		for name, want := range map[string]string{"xa": "content of xb, longer", "xb": "content of xa"} {
-			if got, err := os.ReadFile(m.path(name)); err != nil || string(got) != want {
+			if got, err := os.ReadFile(m.Path(name)); err != nil || string(got) != want {
 				t.Errorf("%s after the exchange: %q, %v; want %q", name, got, err, want)
 			}
 			viewIsStored(t, name)
@@ -212,13 +214,13 @@ func TestPOSIX(t *testing.T) {
 	})
 
 	t.Run("6 long names", func(t *testing.T) {
-		_, err := os.Stat(m.path(strings.Repeat("n", 256)))
+		_, err := os.Stat(m.Path(strings.Repeat("n", 256)))
 		wantErrno(t, "stat of a 256-byte name", err, syscall.ENAMETOOLONG)
-		_, err = os.Create(m.path(strings.Repeat("n", 256)))
+		_, err = os.Create(m.Path(strings.Repeat("n", 256)))
 		wantErrno(t, "create of a 256-byte name", err, syscall.ENAMETOOLONG)
 		// 250 bytes cannot take .b2frame: stored plain.
 		long := strings.Repeat("l", 250)
-		if err := os.WriteFile(m.path(long), []byte("long name"), 0o644); err != nil {
+		if err := os.WriteFile(m.Path(long), []byte("long name"), 0o644); err != nil {
 			t.Fatalf("create of a 250-byte name: %v", err)
 		}
 		if got, err := os.ReadFile(filepath.Join(src, long)); err != nil || string(got) != "long name" {
@@ -229,17 +231,17 @@ func TestPOSIX(t *testing.T) {
 	t.Run("7 unlinked while open", func(t *testing.T) {
 		data := randBytes(100000)
 		mk(t, "gone", data)
-		r, err := os.Open(m.path("gone"))
+		r, err := os.Open(m.Path("gone"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		w, err := os.OpenFile(m.path("gone"), os.O_RDWR, 0)
+		w, err := os.OpenFile(m.Path("gone"), os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer w.Close()
-		if err := os.Remove(m.path("gone")); err != nil {
+		if err := os.Remove(m.Path("gone")); err != nil {
 			t.Fatal(err)
 		}
 		st, err := r.Stat()
@@ -263,7 +265,7 @@ func TestPOSIX(t *testing.T) {
 		if n, err := w.ReadAt(got, 0); n != len(data) || !bytes.Equal(got, data) {
 			t.Errorf("pread of the written, unlinked file: %d, %v, %s", n, err, firstDiff(got, data))
 		}
-		if _, err := os.Stat(m.path("gone")); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(m.Path("gone")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the unlinked name is back: %v", err)
 		}
 	})
@@ -273,26 +275,26 @@ func TestPOSIX(t *testing.T) {
 		// Each name is a node of its own: what changes through one must
 		// show through the other at once (pjdfstest link/00.t), also when
 		// the kernel has cached the other's attributes.
-		os.Stat(m.path("ha"))
-		if err := os.Link(m.path("ha"), m.path("hb")); err != nil {
+		os.Stat(m.Path("ha"))
+		if err := os.Link(m.Path("ha"), m.Path("hb")); err != nil {
 			t.Fatal(err)
 		}
 		var lst syscall.Stat_t
-		if err := syscall.Stat(m.path("ha"), &lst); err != nil || lst.Nlink != 2 {
+		if err := syscall.Stat(m.Path("ha"), &lst); err != nil || lst.Nlink != 2 {
 			t.Errorf("stat ha after ln ha hb: nlink %d, %v; want 2", lst.Nlink, err)
 		}
-		os.Stat(m.path("hb"))
-		if err := os.Chmod(m.path("hb"), 0o640); err != nil {
+		os.Stat(m.Path("hb"))
+		if err := os.Chmod(m.Path("hb"), 0o640); err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range []string{"ha", "hb"} {
 			var st syscall.Stat_t
-			if err := syscall.Stat(m.path(n), &st); err != nil || st.Nlink != 2 || st.Mode&0o7777 != 0o640 {
+			if err := syscall.Stat(m.Path(n), &st); err != nil || st.Nlink != 2 || st.Mode&0o7777 != 0o640 {
 				t.Errorf("stat %s after ln ha hb and chmod hb 640: nlink %d, mode %o, %v; want 2, 640", n, st.Nlink, st.Mode&0o7777, err)
 			}
 		}
 		patch := func(name, s string) {
-			f, err := os.OpenFile(m.path(name), os.O_RDWR, 0)
+			f, err := os.OpenFile(m.Path(name), os.O_RDWR, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,34 +309,34 @@ func TestPOSIX(t *testing.T) {
 		patch("ha", "written into ha")
 		viewIsStored(t, "ha")
 		viewIsStored(t, "hb")
-		if err := os.Remove(m.path("ha")); err != nil {
+		if err := os.Remove(m.Path("ha")); err != nil {
 			t.Fatal(err)
 		}
-		st, err := os.Stat(m.path("hb"))
+		st, err := os.Stat(m.Path("hb"))
 		if err != nil || st.Sys().(*syscall.Stat_t).Nlink == 0 {
 			t.Fatalf("stat hb after rm ha: %v, %v", st, err)
 		}
 		viewIsStored(t, "hb")
-		got, err := os.ReadFile(m.path("hb"))
+		got, err := os.ReadFile(m.Path("hb"))
 		if err != nil || string(got[1000:1015]) != "written into hb" {
 			t.Errorf("hb after rm ha: %v, %q", err, got[1000:1015])
 		}
 
 		// Written through one name, read through both, then remounted.
 		mk(t, "hc", randBytes(50000))
-		if err := os.Link(m.path("hc"), m.path("hd")); err != nil {
+		if err := os.Link(m.Path("hc"), m.Path("hd")); err != nil {
 			t.Fatal(err)
 		}
 		patch("hd", "written into hd")
 		before := map[string][]byte{}
 		for _, n := range []string{"hc", "hd"} {
 			viewIsStored(t, n)
-			before[n], _ = os.ReadFile(m.path(n))
+			before[n], _ = os.ReadFile(m.Path(n))
 		}
-		m.unmount(t)
+		m.MustUnmount(t)
 		m = mountBG(top, src, mnt, "-o", "allow_other")
 		for _, n := range []string{"hc", "hd"} {
-			if got, err := os.ReadFile(m.path(n)); err != nil || !bytes.Equal(got, before[n]) {
+			if got, err := os.ReadFile(m.Path(n)); err != nil || !bytes.Equal(got, before[n]) {
 				t.Errorf("%s changed across a remount: %v, %s", n, err, firstDiff(got, before[n]))
 			}
 		}
@@ -343,10 +345,10 @@ func TestPOSIX(t *testing.T) {
 	t.Run("9 atime from utimensat", func(t *testing.T) {
 		mk(t, "times", []byte("some bytes"))
 		at, mt := time.Unix(1000000000, 123456789), time.Unix(1100000000, 987654321)
-		if err := os.Chtimes(m.path("times"), at, mt); err != nil {
+		if err := os.Chtimes(m.Path("times"), at, mt); err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range []string{m.path("times"), filepath.Join(src, "times.b2frame")} {
+		for _, p := range []string{m.Path("times"), filepath.Join(src, "times.b2frame")} {
 			var st syscall.Stat_t
 			if err := syscall.Stat(p, &st); err != nil {
 				t.Fatal(err)
@@ -380,27 +382,27 @@ func TestPOSIX(t *testing.T) {
 		}
 		statPath := func() (*syscall.Stat_t, error) {
 			var st syscall.Stat_t
-			return &st, syscall.Stat(m.path("tt"), &st)
+			return &st, syscall.Stat(m.Path("tt"), &st)
 		}
 		reset := func() {
 			mk(t, "tt", randBytes(70000))
-			if err := os.Chtimes(m.path("tt"), old, old); err != nil {
+			if err := os.Chtimes(m.Path("tt"), old, old); err != nil {
 				t.Fatal(err)
 			}
 			var st syscall.Stat_t
-			if err := syscall.Stat(m.path("tt"), &st); err != nil {
+			if err := syscall.Stat(m.Path("tt"), &st); err != nil {
 				t.Fatal(err)
 			}
 			ctimeBefore = time.Unix(st.Ctim.Unix())
 		}
 		reset()
-		if err := os.Truncate(m.path("tt"), 100); err != nil {
+		if err := os.Truncate(m.Path("tt"), 100); err != nil {
 			t.Fatal(err)
 		}
 		check("stat after truncate", statPath)
 
 		reset()
-		f, err := os.OpenFile(m.path("tt"), os.O_RDWR, 0)
+		f, err := os.OpenFile(m.Path("tt"), os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -417,7 +419,7 @@ func TestPOSIX(t *testing.T) {
 		check("stat after ftruncate and close", statPath)
 
 		reset()
-		f, err = os.OpenFile(m.path("tt"), os.O_RDWR|os.O_TRUNC, 0)
+		f, err = os.OpenFile(m.Path("tt"), os.O_RDWR|os.O_TRUNC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +431,7 @@ func TestPOSIX(t *testing.T) {
 	t.Run("fallocate", func(t *testing.T) {
 		data := randBytes(1000)
 		mk(t, "falloc", data)
-		f, err := os.OpenFile(m.path("falloc"), os.O_RDWR, 0)
+		f, err := os.OpenFile(m.Path("falloc"), os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -446,7 +448,7 @@ func TestPOSIX(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := append(data, make([]byte, 4000)...)
-		if got, err := os.ReadFile(m.path("falloc")); err != nil || !bytes.Equal(got, want) {
+		if got, err := os.ReadFile(m.Path("falloc")); err != nil || !bytes.Equal(got, want) {
 			t.Errorf("after fallocate to 5000 bytes: %v, %s", err, firstDiff(got, want))
 		}
 		viewIsStored(t, "falloc")

@@ -101,7 +101,7 @@ func (r *nsRun) newName() string {
 	return path.Join(dir, []string{"a", "b", "c", "d", "e", "f", "g"}[r.rng.IntN(7)])
 }
 
-func (r *nsRun) mnt(p string) string { return filepath.Join(r.m.dir, p) }
+func (r *nsRun) mnt(p string) string { return filepath.Join(r.m.Dir, p) }
 
 // fileData returns the content a model file name shows.
 func (r *nsRun) fileData(p string) []byte { return r.model[p].data }
@@ -216,7 +216,7 @@ func (r *nsRun) step() {
 		r.note("rmdir %s", p)
 		if err := syscall.Rmdir(r.mnt(p)); err != nil {
 			var names []string
-			ents, _ := os.ReadDir(filepath.Join(r.m.src, p))
+			ents, _ := os.ReadDir(filepath.Join(r.m.Src, p))
 			for _, e := range ents {
 				names = append(names, e.Name())
 			}
@@ -386,11 +386,11 @@ func (r *nsRun) closeAll() {
 func (r *nsRun) check(when string) {
 	r.t.Helper()
 	seen := map[string]bool{}
-	err := filepath.Walk(r.m.dir, func(p string, info os.FileInfo, err error) error {
+	err := filepath.Walk(r.m.Dir, func(p string, info os.FileInfo, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(r.m.dir, p)
+		rel, _ := filepath.Rel(r.m.Dir, p)
 		if rel == "." {
 			return nil
 		}
@@ -436,7 +436,7 @@ func (r *nsRun) check(when string) {
 // .b2frame) and a --new-format blp one. BLOSCFS_NS_SEED replays a seed,
 // BLOSCFS_NS_OPS sets the number of operations (1500).
 func TestRandomNamespace(t *testing.T) {
-	requireRoot(t)
+	setup.Require(t)
 	ops := 1500
 	if longRun() {
 		ops = 20000
@@ -466,17 +466,17 @@ func TestRandomNamespace(t *testing.T) {
 					r.note("remount")
 					r.closeAll()
 					r.check("before the remount in the middle")
-					r.m.unmount(t)
+					r.m.MustUnmount(t)
 					r.m = mountFG(t, src, mnt, flags...)
 					r.check("after the remount in the middle")
 				}
 			}
 			r.closeAll()
 			r.check("at the end")
-			r.m.unmount(t)
+			r.m.MustUnmount(t)
 			r.m = mountFG(t, src, mnt, flags...)
 			r.check("after the final remount")
-			r.m.unmount(t)
+			r.m.MustUnmount(t)
 			if left := hiddenIn(src); len(left) > 0 {
 				t.Errorf("temp files left: %v", left)
 			}

@@ -10,8 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // writeRandom writes n random bytes to a new file and returns them and
@@ -265,6 +268,7 @@ func TestConcurrentClose(t *testing.T) {
 	before := mapped.Load()
 	m := New(f, size)
 	var wg sync.WaitGroup
+	var reading atomic.Int32 // readers that have lent a range
 	start := make(chan struct{})
 	for g := range 8 {
 		wg.Add(1)
@@ -286,11 +290,17 @@ func TestConcurrentClose(t *testing.T) {
 				if !ok {
 					return // closed
 				}
+				if i == 0 {
+					reading.Add(1)
+				}
 			}
 		}()
 	}
 	close(start)
-	time.Sleep(20 * time.Millisecond)
+	// Close while every reader is in its loop.
+	if !testkit.Eventually(t, 10*time.Second, func() bool { return reading.Load() == 8 }) {
+		t.Fatalf("%d of 8 readers lent a range in 10 s", reading.Load())
+	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}

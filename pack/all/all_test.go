@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -60,7 +61,7 @@ func TestEveryFixture(t *testing.T) {
 			// race detector: there, only the views up to 64 KiB (the
 			// sha256 above checks every view whole; make purego runs
 			// TestReader on every view).
-			if v.Size <= 64<<10 || !(raceEnabled || testing.Short()) {
+			if v.Size <= 64<<10 || !(testkit.RaceEnabled || testing.Short()) {
 				if err := iotest.TestReader(io.NewSectionReader(v, 0, v.Size), got); err != nil {
 					t.Fatal(err)
 				}

@@ -7,9 +7,9 @@ import (
 	"io"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/gridfiles"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/gridfiles"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -45,7 +45,7 @@ func TestFixtureCanary(t *testing.T) {
 				if err != nil {
 					t.Fatalf("chunk %d: %v", i, err)
 				}
-				cn := testutil.NewCanary(int(ch.Nbytes))
+				cn := testkit.NewCanary(int(ch.Nbytes))
 				if err := ch.Decode(cn.Dst()); err != nil {
 					t.Fatalf("chunk %d: %v", i, err)
 				}
@@ -55,7 +55,7 @@ func TestFixtureCanary(t *testing.T) {
 				serial = append(serial, cn.Dst()...)
 				for b := 0; b < ch.NumBlocks(); b++ {
 					off, bl := ch.BlockOffset(b), ch.BlockLen(b)
-					cb := testutil.NewCanary(bl)
+					cb := testkit.NewCanary(bl)
 					if err := ch.DecodeBlock(cb.Dst(), b); err != nil {
 						t.Fatalf("chunk %d block %d: %v", i, b, err)
 					}
@@ -84,7 +84,7 @@ func TestFixtureCanary(t *testing.T) {
 			if d := gridfiles.FirstDiff(buf.Bytes(), serial); d >= 0 {
 				t.Fatalf("WriteTo without a cache differs from the serial decode at offset %d", d)
 			}
-			cn := testutil.NewCanary(int(c.Size()))
+			cn := testkit.NewCanary(int(c.Size()))
 			if n, err := c.ReadAt(cn.Dst(), 0); n != int(c.Size()) || (err != nil && err != io.EOF) {
 				t.Fatalf("ReadAt of the whole view: %d bytes, %v", n, err)
 			}

@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/hostile"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -140,7 +141,7 @@ func TestHeadLargeHeader(t *testing.T) {
 		t.Fatalf("b2nd: ok %v after reading %d bytes", ok, read)
 	}
 	h, _, _ := headOf(b, probeHeadLen)
-	if !h.NPY || h.Format != "b2nd" || h.Size != int64(len(frame.NPYHeader("<i4", a.Shape)))+300*7*4 {
+	if !h.NPY || h.Format != "b2nd" || h.Size != int64(len(npy.Header("<i4", a.Shape)))+300*7*4 {
 		t.Fatalf("b2nd head %+v", h)
 	}
 }
@@ -175,7 +176,7 @@ func TestHeadBad(t *testing.T) {
 // of the bytes succeeds the head tells the same size or that it cannot
 // (pack.ErrNoHead).
 func FuzzOpenHead(f *testing.F) {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		f.Skip("runs without the race detector (make purego, make fuzz)")
 	}
 	fxs, err := fixtures.Load()
@@ -192,7 +193,7 @@ func FuzzOpenHead(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, cut uint32) {
-		mem := testutil.StartAlloc()
+		mem := testkit.StartAlloc()
 		defer func() { mem.Check(t, len(data), 1<<20) }()
 		head := data[:min(int(cut), len(data))]
 		h, err := pack.OpenHead(head, int64(len(data)), "fuzz")

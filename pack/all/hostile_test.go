@@ -12,8 +12,9 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
-	"github.com/bloscfs/bloscfs/internal/hostile"
 	"github.com/bloscfs/bloscfs/internal/mmapfile"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -38,7 +39,7 @@ func retained(f func()) int64 {
 	return int64(b.HeapAlloc) - int64(a.HeapAlloc)
 }
 
-// writeHostile writes the crafted file called name (internal/hostile)
+// writeHostile writes the crafted file called name (internal/testkit/hostile)
 // into a temporary directory and returns its path.
 func writeHostile(t *testing.T, name string) string {
 	t.Helper()
@@ -117,7 +118,7 @@ func TestHostileManyBlocks(t *testing.T) {
 	defer v.Close()
 	cs := v.Size / 2000
 	chunks := int64(200)
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		chunks = 20 // 160 MB parsed: two and a half times the cache, at a tenth of the cost
 	}
 	n := retained(func() {
@@ -141,7 +142,7 @@ func TestHostileManyBlocks(t *testing.T) {
 // an error naming the file past the limit.
 func TestHostileVLMeta(t *testing.T) {
 	var p string
-	if !raceEnabled {
+	if !testkit.RaceEnabled {
 		p = writeHostile(t, "vlmeta_bomb.b2frame")
 	} else {
 		// Writing 40 layers compresses 800 MiB of zeros in code the

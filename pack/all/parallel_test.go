@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/gridfiles"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/gridfiles"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -22,7 +22,7 @@ import (
 func TestParallelPathsMatchSerial(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	g := gridfiles.Full()
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		g = gridfiles.Tiny()
 	} else if testing.Short() || puregoBuild {
 		g = gridfiles.Small() // make canary runs the whole grid
@@ -52,7 +52,7 @@ func TestParallelPathsMatchSerial(t *testing.T) {
 				if d := gridfiles.FirstDiff(buf.Bytes(), serial); d >= 0 {
 					t.Fatalf("%s: WriteTo (cache %T, run %d) differs from the serial decode at offset %d", f.Name, cache, rep, d)
 				}
-				cn := testutil.NewCanary(int(v.Size))
+				cn := testkit.NewCanary(int(v.Size))
 				if n, err := v.ReadAt(cn.Dst(), 0); n != len(serial) || (err != nil && err != io.EOF) {
 					t.Fatalf("%s: ReadAt: %d, %v", f.Name, n, err)
 				}
@@ -77,7 +77,7 @@ func TestParallelPathsMatchSerial(t *testing.T) {
 // serial decode. No guard byte may change.
 func TestDecodeRangeMatchesSerial(t *testing.T) {
 	g := gridfiles.Small()
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		g = gridfiles.Tiny()
 	}
 	files, err := gridfiles.Write(t.TempDir(), g)
@@ -102,7 +102,7 @@ func TestDecodeRangeMatchesSerial(t *testing.T) {
 			ranges = append(ranges, [2]int64{off, rng.Int64N(size-off) + 1})
 		}
 		for _, r := range ranges {
-			cn := testutil.NewCanary(int(r[1]))
+			cn := testkit.NewCanary(int(r[1]))
 			if err := pack.DecodeRange(src, cn.Dst(), r[0]); err != nil {
 				t.Fatalf("%s: DecodeRange [%d,+%d): %v", f.Name, r[0], r[1], err)
 			}

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // storeSeeds returns the store frames of the fixtures: estore.b2e and
@@ -41,7 +41,7 @@ func FuzzEmbedMap(f *testing.F) {
 	f.Add(rangeMap(f, kv{"/a", rng(0, 5000)}, kv{"/a/b", rng(2500, 100)}, kv{"/../x", rng(0, 1)}, kv{"/c", []kv{{"urlbase", "u"}, {"path", "p"}}}))
 	f.Add(append([]byte{0x81, 0xa9}, append([]byte("embed_map"), bytes.Repeat([]byte{0x91}, 1000)...)...))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		mem := testutil.StartAlloc()
+		mem := testkit.StartAlloc()
 		defer func() { mem.Check(t, len(data), 0) }()
 		var probs problems
 		em, err := parseEmbedMap(data, "fuzz", &probs)
@@ -69,7 +69,7 @@ func FuzzEmbedMap(f *testing.F) {
 // FuzzOpenEmbed opens arbitrary bytes as a .b2e store and reads what it
 // holds: its tree, a few leaves (kind, view, vlmeta as JSON), its
 // objects. Opening the store may allocate at most what its input
-// justifies (testutil.AllocBound); each leaf, at most what the same
+// justifies (testkit.AllocBound); each leaf, at most what the same
 // frame as a file of its own would (its bytes are the store's plain
 // bytes, which a small input can make large).
 func FuzzOpenEmbed(f *testing.F) {
@@ -80,7 +80,7 @@ func FuzzOpenEmbed(f *testing.F) {
 	f.Add(craftStore(f, data, rangeMap(f, kv{"/a", rng(0, na)}, kv{"/a/b", rng(na, nb)}, kv{"/c", rng(na/2, 100)})))
 	const maxLeaves = 4
 	f.Fuzz(func(t *testing.T, data []byte) {
-		mem := testutil.StartAlloc()
+		mem := testkit.StartAlloc()
 		s, err := OpenEmbedStore(bytes.NewReader(data), int64(len(data)), "fuzz", nil)
 		mem.Check(t, len(data), 0)
 		if err != nil {
@@ -97,7 +97,7 @@ func FuzzOpenEmbed(f *testing.F) {
 			if i == maxLeaves {
 				break
 			}
-			mem := testutil.StartAlloc()
+			mem := testkit.StartAlloc()
 			if _, _, err := l.Kind(); err == nil {
 				if r, n, err := l.View(); err == nil {
 					_, _ = r.ReadAt(buf[:min(n, int64(len(buf)))], 0)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
 
@@ -168,7 +168,7 @@ func TestHostileMap(t *testing.T) {
 	}
 	for name, meta := range cases {
 		t.Run(name, func(t *testing.T) {
-			mem := testutil.StartAlloc()
+			mem := testkit.StartAlloc()
 			b := craftStore(t, data, meta)
 			_, err := openCrafted(t, b)
 			if !errors.Is(err, ErrNotStore) || !strings.Contains(err.Error(), "crafted.b2e: ") {
@@ -192,7 +192,7 @@ func TestHostileNesting(t *testing.T) {
 	meta = append(meta, 0xa2, '/', 'b', 0x83, 0xa1, 'z')       //     "/b": {"z": [[…]],
 	meta = append(append(meta, nested...), packb(t, rng(0, na))[1:]...)
 	meta = append(meta, packb(t, []kv{{"/ok", rng(na, nb)}})[1:]...) // "/ok": …}}
-	mem := testutil.StartAlloc()
+	mem := testkit.StartAlloc()
 	s, err := openCrafted(t, craftStore(t, data, meta))
 	mem.Check(t, len(meta), 0)
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 	"testing/iotest"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -76,7 +77,7 @@ func TestFixtures(t *testing.T) {
 			}
 			// Byte-wise reads are slow under -race: there, files up to
 			// 64 KiB (make purego reads every file so).
-			if f.Size() <= 64<<10 || !(raceEnabled || testing.Short()) {
+			if f.Size() <= 64<<10 || !(testkit.RaceEnabled || testing.Short()) {
 				if err := iotest.TestReader(io.NewSectionReader(f, 0, f.Size()), got); err != nil {
 					t.Fatal(err)
 				}
@@ -322,7 +323,7 @@ func TestRewrite(t *testing.T) {
 // TestPythonBloscDecodesOurChunks decodes every chunk of a file we write
 // with Debian's python3-blosc (c-blosc 1.21), as bloscpack would.
 func TestPythonBloscDecodesOurChunks(t *testing.T) {
-	py := testutil_Python(t)
+	py := pythonBlosc(t)
 	src := make([]byte, 1<<20+12345)
 	for i := range src {
 		src[i] = byte(i / 3000)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/fixtures"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -34,9 +34,9 @@ func FuzzOpen(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		mem := testutil.StartAlloc()
+		mem := testkit.StartAlloc()
 		// The target's own: the canaried read buffer and its pattern.
-		defer func() { mem.Check(t, len(b), 64<<10+testutil.CanaryFront+testutil.CanaryBack+1<<20) }()
+		defer func() { mem.Check(t, len(b), 64<<10+testkit.CanaryFront+testkit.CanaryBack+1<<20) }()
 		file, err := Open(bytes.NewReader(b), int64(len(b)), "fuzz", pack.NoCache{}, Options{})
 		if err != nil {
 			return
@@ -49,7 +49,7 @@ func FuzzOpen(f *testing.F) {
 		// Reads without a cache decode the blocks of one call in
 		// parallel into windows of the caller's buffer: none may write
 		// outside it.
-		cn := testutil.NewCanary(64 << 10)
+		cn := testkit.NewCanary(64 << 10)
 		buf := cn.Dst()
 		for off := int64(0); off < file.Size(); off += int64(len(buf)) {
 			_, err := file.ReadAt(buf, off)

@@ -4,10 +4,10 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
-func testutil_Python(t *testing.T) string { return testutil.Python(t, "blosc") }
+func pythonBlosc(t *testing.T) string { return testkit.Python(t, "blosc") }
 
 func runPython(t *testing.T, py, script string, args ...string) string {
 	t.Helper()

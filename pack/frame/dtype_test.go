@@ -11,14 +11,14 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // TestNPYDescrInjection is finding 9 of issue 11: a .b2nd's dtype string
 // is data. One that closes the descr and adds its own keys must not reach
 // the NPY header; numpy.load must see the stored shape and item size.
 func TestNPYDescrInjection(t *testing.T) {
-	py := testutil.Python(t, "numpy")
+	py := testkit.Python(t, "numpy")
 	evil := "[('a', '<i4')], 'fortran_order': True, 'shape': (2, 3)} #]"
 	a := &Array{Shape: []int64{4, 4}, ChunkShape: []int32{4, 4}, BlockShape: []int32{2, 2}, Itemsize: 8, Dtype: evil}
 	if err := a.derive(); err != nil {

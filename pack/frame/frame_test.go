@@ -14,7 +14,8 @@ import (
 	"testing/iotest"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -24,7 +25,7 @@ import (
 // -short) larger views are tested over a window centred on a chunk
 // boundary; the whole content is still compared by one big ReadAt.
 func iotestLimit() int64 {
-	if raceEnabled || testing.Short() {
+	if testkit.RaceEnabled || testing.Short() {
 		return 16 << 10
 	}
 	return 1 << 62

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/testutil"
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -20,7 +20,7 @@ import (
 // metadata, and copies every chunk into a new frame that must reopen
 // with the same content. Nothing may panic or allocate without bound.
 func FuzzOpenFrame(f *testing.F) {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		// Writing and decoding the seeds (every fixture, an 800 MiB metadata
 		// bomb) takes minutes under the detector, on one goroutine each,
 		// with nothing for it to see. make purego and make fuzz run them
@@ -52,7 +52,7 @@ func FuzzOpenFrame(f *testing.F) {
 	}
 	const limit = 16 << 20
 	f.Fuzz(func(t *testing.T, data []byte) {
-		mem := testutil.StartAlloc()
+		mem := testkit.StartAlloc()
 		var own uint64 // what this target allocates itself
 		defer func() { mem.Check(t, len(data), own) }()
 		fr, err := Open(bytes.NewReader(data), int64(len(data)), "fuzz", nil)
@@ -83,13 +83,13 @@ func FuzzOpenFrame(f *testing.F) {
 			// outside it.
 			// A second open, and the canaried buffer and its pattern,
 			// are the target's own.
-			again := testutil.StartAlloc()
+			again := testkit.StartAlloc()
 			nc, err := Open(bytes.NewReader(data), int64(len(data)), "fuzz", pack.NoCache{})
 			if err != nil {
 				t.Fatalf("opens with a cache, not without: %v", err)
 			}
-			own += again.Allocated() + uint64(nc.Size()) + testutil.CanaryFront + testutil.CanaryBack + 1<<20
-			cn := testutil.NewCanary(int(nc.Size()))
+			own += again.Allocated() + uint64(nc.Size()) + testkit.CanaryFront + testkit.CanaryBack + 1<<20
+			cn := testkit.NewCanary(int(nc.Size()))
 			n, err := nc.ReadAt(cn.Dst(), 0)
 			if cerr := cn.Check(); cerr != nil {
 				t.Fatalf("ReadAt without a cache (err %v) %s", err, cerr)

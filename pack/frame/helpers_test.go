@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/cache"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/internal/fixtures"
+	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 )
 

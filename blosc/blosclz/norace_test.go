@@ -1,5 +1,0 @@
-//go:build !race
-
-package blosclz
-
-const raceEnabled = false

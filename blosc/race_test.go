@@ -1,5 +1,0 @@
-//go:build race
-
-package blosc
-
-const raceEnabled = true

@@ -1,0 +1,146 @@
+package fs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
+)
+
+// TestConnName: the FUSE control filesystem names a connection by the
+// whole device number of its mount, major<<20 | minor; every FUSE mount
+// of this machine has its connection under that name (issue 33, point
+// 11).
+func TestConnName(t *testing.T) {
+	for _, c := range []struct {
+		major, minor uint32
+		want         string
+	}{{0, 45, "45"}, {7, 3, "7340035"}, {259, 1 << 19, "272105472"}} {
+		if got := (MountInfo{Major: c.major, Minor: c.minor}).Conn(); got != c.want {
+			t.Errorf("%d:%d: %s, want %s", c.major, c.minor, got, c.want)
+		}
+	}
+	ms, err := Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := IsMountpoint("/sys/fs/fuse/connections"); !ok {
+		t.Skip("the FUSE control filesystem is not mounted")
+	}
+	for _, m := range ms {
+		if m.FSType != "fuse" && m.FSType != "fuseblk" && !strings.HasPrefix(m.FSType, "fuse.") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("/sys/fs/fuse/connections", m.Conn())); err != nil {
+			if now, ok, _ := MountAt(m.Dir); !ok || now.Dev() != m.Dev() {
+				continue // unmounted meanwhile (other tests mount too)
+			}
+			t.Errorf("%s (%s, %s): no connection %s: %v", m.Dir, m.FSType, m.Dev(), m.Conn(), err)
+		}
+	}
+}
+
+// deadMountAt mounts an empty tree at a new directory under t's temp dir
+// and aborts its connection: a dead bloscfs mount, as a killed daemon
+// leaves it. It is detached when the test ends.
+func deadMountAt(t *testing.T) (string, MountInfo) {
+	t.Helper()
+	if skip, fail := testkit.MountPrereqs("these tests"); fail != "" {
+		t.Fatal(fail)
+	} else if skip != "" {
+		t.Skip(skip)
+	}
+	src, mnt := t.TempDir(), filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	server, _, err := Mount(src, mnt, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if ok, _ := IsMountpoint(mnt); ok {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	m, ok, err := MountAt(mnt)
+	if err != nil || !ok {
+		t.Fatalf("not in the mount table: %v", err)
+	}
+	if ok, _ := IsMountpoint("/sys/fs/fuse/connections"); !ok {
+		if err := syscall.Mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join("/sys/fs/fuse/connections", m.Conn(), "abort"), []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	server.Wait()
+	if st := ProbeMount(mnt, 5*time.Second); st != MountDead {
+		t.Fatalf("the aborted mount is %v, not dead", st)
+	}
+	return mnt, m
+}
+
+// TestWatcherOnlyItsMount: the auto_unmount watcher leaves a dead mount
+// alone unless the daemon told it that mount's device: none (the daemon
+// died before it knew its mount), or another; and Unmount never follows
+// a symbolic link to a mountpoint (issue 33, point 13).
+func TestWatcherOnlyItsMount(t *testing.T) {
+	mnt, m := deadMountAt(t)
+	for _, dev := range []string{"", "\n", "0:1\n", "7:" + m.Dev()} {
+		if err := WatchAutoUnmount(mnt, strings.NewReader(dev)); err != nil {
+			t.Errorf("device %q: %v", dev, err)
+		}
+		if ok, _ := IsMountpoint(mnt); !ok {
+			t.Fatalf("the watcher told device %q unmounted the dead mount of %s", dev, m.Dev())
+		}
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(mnt, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unmount(link, true); err == nil {
+		t.Errorf("Unmount of a symbolic link to a mountpoint succeeded")
+	}
+	if ok, _ := IsMountpoint(mnt); !ok {
+		t.Fatalf("Unmount followed the symbolic link %s to the mountpoint", link)
+	}
+	if err := WatchAutoUnmount(mnt, strings.NewReader(m.Dev()+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := IsMountpoint(mnt); ok {
+		t.Errorf("the watcher told the mount's own device %s left it", m.Dev())
+	}
+}
+
+// TestResolveMountpoint: links above and at the mountpoint are resolved,
+// as the mount table shows it; a name that does not exist is kept.
+func TestResolveMountpoint(t *testing.T) {
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(d, "real", "mnt"), 0o755)
+	os.Symlink(filepath.Join(d, "real"), filepath.Join(d, "up"))
+	os.Symlink("mnt", filepath.Join(d, "real", "rel"))
+	os.Symlink(filepath.Join(d, "up", "rel"), filepath.Join(d, "chain"))
+	for in, want := range map[string]string{
+		filepath.Join(d, "up", "mnt"): filepath.Join(d, "real", "mnt"),
+		filepath.Join(d, "chain"):     filepath.Join(d, "real", "mnt"),
+		filepath.Join(d, "up", "new"): filepath.Join(d, "real", "new"),
+	} {
+		if got, err := ResolveMountpoint(in); err != nil || got != want {
+			t.Errorf("%s: %s, %v; want %s", in, got, err, want)
+		}
+	}
+	os.Symlink("loop", filepath.Join(d, "loop"))
+	if _, err := ResolveMountpoint(filepath.Join(d, "loop")); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("a loop: %v", err)
+	}
+}

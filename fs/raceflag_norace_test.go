@@ -1,5 +1,0 @@
-//go:build !race
-
-package fs
-
-const raceEnabled = false

@@ -1,7 +1,0 @@
-//go:build race
-
-package fs
-
-// raceEnabled tells tests that the race detector is on: data-heavy tests
-// run smaller, or in make's steps without the detector.
-const raceEnabled = true

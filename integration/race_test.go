@@ -1,5 +1,0 @@
-//go:build race
-
-package integration
-
-const raceEnabled = true

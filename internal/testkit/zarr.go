@@ -1,0 +1,38 @@
+package testkit
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// ShardedZarr returns the objects of a Zarr v3 array (keys relative to
+// the array: "zarr.json", "c/0", ...) of n float64 elements holding their
+// own index (element i is float64(i)), stored as shards of shard elements
+// with inner chunks of inner elements (inner codec bytes, index bytes +
+// crc32c at the shard's end), as the specification lays them out. shard
+// must divide n and inner shard.
+func ShardedZarr(n, shard, inner int) map[string][]byte {
+	out := map[string][]byte{"zarr.json": []byte(fmt.Sprintf(`{"zarr_format":3,"node_type":"array","shape":[%d],"data_type":"float64",
+"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[%d]}},
+"chunk_key_encoding":{"name":"default"},"fill_value":0,
+"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[%d],
+ "codecs":[{"name":"bytes","configuration":{"endian":"little"}}],
+ "index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],
+ "index_location":"end"}}],"attributes":{}}`, n, shard, inner))}
+	for s := 0; s*shard < n; s++ {
+		body := make([]byte, 0, shard*8+shard/inner*16+4)
+		var idx []byte
+		for c := 0; c < shard/inner; c++ {
+			idx = binary.LittleEndian.AppendUint64(idx, uint64(len(body)))
+			idx = binary.LittleEndian.AppendUint64(idx, uint64(inner*8))
+			for i := range inner {
+				body = binary.LittleEndian.AppendUint64(body, math.Float64bits(float64(s*shard+c*inner+i)))
+			}
+		}
+		idx = binary.LittleEndian.AppendUint32(idx, crc32.Checksum(idx, crc32.MakeTable(crc32.Castagnoli)))
+		out[fmt.Sprintf("c/%d", s)] = append(body, idx...)
+	}
+	return out
+}

@@ -1,5 +1,0 @@
-//go:build race
-
-package all
-
-const raceEnabled = true

@@ -1,5 +1,0 @@
-//go:build !race
-
-package bloscpack
-
-const raceEnabled = false

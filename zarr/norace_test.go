@@ -1,5 +1,0 @@
-//go:build !race
-
-package zarr
-
-const raceEnabled = false
