@@ -97,23 +97,13 @@ const vlmetaKey = "__vlmeta__"
 // (≥ 4.2; .b2nd and .b2f before) trusts without opening the file.
 var externalExts = []string{".b2nd", ".b2f", ".b2b"}
 
-// Member is a file of a store directory.
-type Member struct {
-	Path string // relative, '/'-separated: "embed.b2e", "a/b.b2nd"
-	Size int64
-}
+// Member is one file of a store directory.
+type Member = pack.Member
 
 // Source supplies the files of a store directory: a local directory
-// (DirSource), a bucket prefix, the members of a ZIP archive. A Source
-// must be safe for concurrent use.
-type Source interface {
-	// Members lists every file (regular files only), at most MaxEntries.
-	Members() ([]Member, error)
-	// Open returns a reader of the member at path and its size. A reader
-	// that is also an io.Closer is closed by Leaf.Forget and Store.Close.
-	// A ZIP archive's Source opens only stored (uncompressed) members.
-	Open(path string) (io.ReaderAt, int64, error)
-}
+// (DirSource), a bucket prefix, the members of a ZIP archive (only the
+// stored ones open). See pack.MemberSource.
+type Source = pack.MemberSource
 
 // Store is an opened store: an EmbedStore, or a DictStore or TreeStore
 // directory, as a tree of directories and leaves. It is safe for
