@@ -131,3 +131,11 @@ func TreeFormatFor(name string, dir bool) (TreeFormat, bool) {
 	}
 	return TreeFormat{}, false
 }
+
+// TreeProblems is implemented by a Tree that left entries out or shows
+// them raw (a leaf of a kind not read, a member refused): the mount and
+// the commands log each problem once per version of the tree. Each
+// error names the source and the entry.
+type TreeProblems interface {
+	Problems() []error
+}
