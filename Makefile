@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 FUZZTIME ?= 3s
 BENCHTIME ?= 1s
-APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync mawk strace python3-zarr python3-numcodecs
+APT_PACKAGES := fuse3 python3-numpy python3-blosc fio rsync mawk strace python3-zarr python3-numcodecs e2fsprogs
 # The S3 server of the remote integration tests, built once per machine
 # into a folder outside the checkout.
 TOOLS_DIR ?= $(HOME)/.cache/bloscfs-tools/bin
@@ -31,10 +31,14 @@ FUZZ_TARGETS := \
 	./shuffle:FuzzShuffleRoundTrip \
 	./pack/bloscpack:FuzzOpen \
 	./pack/frame:FuzzOpenFrame \
+	./pack/b2store:FuzzEmbedMap \
+	./pack/b2store:FuzzOpenEmbed \
 	./pack/all:FuzzOpenHead \
 	./zarr:FuzzMeta \
 	./zarr:FuzzShardIndex \
-	./zarr:FuzzZarrRead
+	./zarr:FuzzZarrRead \
+	./npy:FuzzDescrLiteral \
+	./zipread:FuzzOpen
 
 .PHONY: all build build-static deps deps-base versitygw versitygw-start versitygw-wait test test-long unit race integration integration-purego simd purego canary fuzz fuzz-long vet fmt-check bench bench-mount bench-remote bench-table run stop clean
 
@@ -48,8 +52,8 @@ LDFLAGS := $(if $(VERSION),-X main.version=$(VERSION))
 # The binary is built with cgo where a C compiler exists: it then decodes
 # zstd with the system's libzstd (libzstd.so.1, loaded at run time; without
 # it, klauspost's decoder runs), 1.4-2.2x faster than klauspost's pure-Go
-# decoder on float64 data, equal on text (docs/PERFORMANCE.md, "zstd
-# against c-blosc2"). The
+# decoder on float64 data, equal on text (docs/PERFORMANCE.md, "Settings
+# and why"). The
 # price is a dynamically linked binary (glibc) that starts about a
 # millisecond later. `make build-static` builds the static, pure-Go
 # binary (CGO_ENABLED=0), which runs on any Linux of the architecture.
@@ -79,8 +83,8 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/bloscfs $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_bloscfs
 
 # deps installs what the tests need when it is missing: Debian packages
-# (python3-blosc and python3-numpy for /usr/bin/python3, fuse3, fio), Go
-# modules, zarrita and versitygw.
+# (python3-blosc and python3-numpy for /usr/bin/python3, fuse3, fio,
+# e2fsprogs's lsattr and chattr), Go modules, zarrita and versitygw.
 deps: deps-base versitygw
 
 # deps-base is deps but versitygw, which only the integration step needs:
@@ -93,6 +97,7 @@ deps-base:
 	command -v rsync >/dev/null || missing="yes"; \
 	command -v strace >/dev/null || missing="yes"; \
 	command -v mawk >/dev/null || missing="yes"; \
+	command -v lsattr >/dev/null || missing="yes"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing $(APT_PACKAGES)"; \
 		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
@@ -150,15 +155,13 @@ versitygw-wait:
 
 # vet checks every package as built here, then the files that other builds
 # use instead: without cgo and with the purego tag (the static build: the
-# packages below are the only ones with such files), with libzstd called
-# through cgo only (nofastcall), and on arm64 (without cgo: a cross vet
-# does not type-check the cgo files). First, go.mod and go.sum must be as
-# `go mod tidy` leaves them (it fetches the test dependencies of the
-# modules once, from the module proxy).
+# packages below are the only ones with such files), and on arm64
+# (without cgo: a cross vet does not type-check the cgo files). First,
+# go.mod and go.sum must be as `go mod tidy` leaves them (it fetches the
+# test dependencies of the modules once, from the module proxy).
 vet:
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
-	$(GO) vet -tags nofastcall ./blosc/
 	CGO_ENABLED=0 $(GO) vet -tags purego ./shuffle/ ./blosc/... ./pack/all/ ./internal/mmapfile/
 	GOARCH=arm64 $(GO) vet ./shuffle/ ./blosc/...
 

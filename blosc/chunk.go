@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/bloscfs/bloscfs/shuffle"
 )
@@ -335,6 +336,8 @@ func (c *Chunk) NeedsBlock0() bool { return c.hasDelta() }
 func (c *Chunk) Dict() []byte { return c.dict }
 
 // Decode decodes the whole chunk into dst, which must hold Nbytes bytes.
+// With libzstd, the zstd streams of a chunk whose filters change no byte
+// go to it in one call (decodeZstdChunk).
 func (c *Chunk) Decode(dst []byte) error {
 	if len(dst) < int(c.Nbytes) {
 		return fmt.Errorf("blosc: Decode: destination of %d bytes for %d", len(dst), c.Nbytes)
@@ -355,6 +358,14 @@ func (c *Chunk) Decode(dst []byte) error {
 				return err
 			}
 			whole, lo = *sp, l
+		}
+	}
+	if c.zstdOneCall() {
+		switch {
+		case whole != nil:
+			return c.decodeZstdChunk(dst, whole, lo)
+		case c.data != nil:
+			return c.decodeZstdChunk(dst, c.data, 0)
 		}
 	}
 	var ref []byte
@@ -379,9 +390,9 @@ func (c *Chunk) Decode(dst []byte) error {
 //
 // Decode reads all of a chunk's blocks in one read rather than one per
 // block: on a frame of 32 KiB blocks, a read per block made `unpack` cost
-// 1.2× the CPU of one read per 1 MiB chunk (docs/PERFORMANCE.md, "libzstd
-// without the scheduler's hand-offs, one read per chunk"), and on 256 KiB
-// blocks one read per chunk is still a little cheaper. Beyond this size the chunk is read block by block, so
+// 1.2× the CPU of one read per 1 MiB chunk (docs/PERFORMANCE.md, "Tried
+// and dropped"), and on 256 KiB blocks one read per chunk is still a
+// little cheaper. Beyond this size the chunk is read block by block, so
 // that a huge chunk needs no huge buffer.
 const wholeReadMax = 4 << 20
 
@@ -524,7 +535,7 @@ func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte, planes int) error {
 // > 0, its planes streams only (see DecodeBlockPlanes).
 func (c *Chunk) decodeFrom(dst []byte, i int, ref, src []byte, planes int) error {
 	if planes > 0 {
-		return c.decodeSplit(dst, src, planes, nil)
+		return c.decodeSplit(dst, src, planes, nil, nil)
 	}
 	// dst is the caller's, capped at its length by DecodeBlockRef: the
 	// codec writes nothing behind it. A filtered block decodes into
@@ -546,39 +557,30 @@ func (c *Chunk) decodeFrom(dst []byte, i int, ref, src []byte, planes int) error
 			return err
 		}
 	} else {
-		ts := int(c.Typesize)
-		leftover := i == c.nblocks-1 && int(c.Nbytes)%c.blocksize != 0
-		split := c.Flags&flagDontSplit == 0 && !leftover
-		if c.Version <= VersionBlosc1 {
-			compat := ts <= 16 && bsize/ts >= 128
-			if split && !compat {
-				// c-blosc 1.x reads these as one stream; c-blosc 1.x in
-				// ALWAYS mode wrote them split (FORMATS P3): try both.
-				if err := c.decodeSplit(out, src, 1, nil); err == nil {
-					goto unfilter
-				} else if bsize%ts != 0 {
-					return err
-				}
-			} else if !split {
-				ts = 1
+		ts, both := c.blockStreams(i, bsize)
+		if both {
+			// c-blosc 1.x reads these as one stream; c-blosc 1.x in
+			// ALWAYS mode wrote them split (FORMATS P3): try both.
+			if err := c.decodeSplit(out, src, 1, nil, nil); err == nil {
+				goto unfilter
+			} else if bsize%ts != 0 {
+				return err
 			}
-		} else if !split {
-			ts = 1
 		}
-		if ts > 1 && bsize%ts != 0 {
-			return fmt.Errorf("%w: split block of %d bytes is not a multiple of typesize %d (c-blosc2 3.x blocksize bug)", ErrCorrupt, bsize, ts)
+		if err := c.checkSplit(bsize, ts); err != nil {
+			return err
 		}
-		if sts, ok := c.shuffleOnly(); ok && sts == ts && ts <= maxLent && shuffle.CanUnshuffleStreams(ts) {
+		if c.lendsStreams(ts) {
 			// Stored streams stay where they lie (in the file's mapping,
 			// often): the unshuffle reads them there, not from a copy.
 			var lent [maxLent][]byte
-			if err := c.decodeSplit(out, src, ts, lent[:ts]); err != nil {
+			if err := c.decodeSplit(out, src, ts, lent[:ts], nil); err != nil {
 				return err
 			}
 			shuffle.UnshuffleStreams(dst, lent[:ts])
 			return nil
 		}
-		if err := c.decodeSplit(out, src, ts, nil); err != nil {
+		if err := c.decodeSplit(out, src, ts, nil, nil); err != nil {
 			return err
 		}
 	}
@@ -587,6 +589,158 @@ unfilter:
 		c.unfilter(dst, out, ref, i)
 	}
 	return nil
+}
+
+// blockStreams returns how many streams block i, of bsize bytes, is
+// split into (1: not split). both is true for the blocks of c-blosc 1.x
+// chunks that may have been written either way (FORMATS P3): one stream
+// is tried first, then n.
+func (c *Chunk) blockStreams(i, bsize int) (n int, both bool) {
+	ts := int(c.Typesize)
+	leftover := i == c.nblocks-1 && int(c.Nbytes)%c.blocksize != 0
+	split := c.Flags&flagDontSplit == 0 && !leftover
+	if !split {
+		return 1, false
+	}
+	if c.Version <= VersionBlosc1 && !(ts <= 16 && bsize/ts >= 128) {
+		return ts, true
+	}
+	return ts, false
+}
+
+// checkSplit fails for a block of bsize bytes split into n streams that
+// it does not divide.
+func (c *Chunk) checkSplit(bsize, n int) error {
+	if n > 1 && bsize%n != 0 {
+		return fmt.Errorf("%w: split block of %d bytes is not a multiple of typesize %d (c-blosc2 3.x blocksize bug)", ErrCorrupt, bsize, n)
+	}
+	return nil
+}
+
+// lendsStreams reports whether a block split into n streams is unshuffled
+// straight from where its streams lie (decodeSplit's lent).
+func (c *Chunk) lendsStreams(n int) bool {
+	sts, ok := c.shuffleOnly()
+	return ok && sts == n && n <= maxLent && shuffle.CanUnshuffleStreams(n)
+}
+
+// zstdOneCall reports whether Decode hands libzstd all the zstd streams
+// of the chunk in one call (decodeZstdChunk): with libzstd, on a chunk
+// whose filters change no byte, so that its blocks decode straight into
+// the caller's buffer.
+//
+// Each call into C is a cgo call, which the Go scheduler treats as a
+// system call: at GOMAXPROCS=1 one that outlasts sysmon's 20 µs tick has
+// its processor handed to another thread and back, a pair of context
+// switches per block of 32 KiB. On 1 MiB chunks of CSV text
+// (python-blosc2 writes it with a byte shuffle of 1-byte items, which
+// changes nothing) one call per chunk took 0.86× the CPU of a call per
+// block into the output, 0.78× of a call per block into scratch.
+// Filtered blocks decode into scratch that the unshuffle then reads:
+// gathered in groups of 256 KiB they cost as much as a call per block or
+// a little more (the scratch leaves the first-level cache), in groups of
+// 1 MiB up to 1.2× more (docs/PERFORMANCE.md, "Tried and dropped"); they
+// keep a call per block.
+func (c *Chunk) zstdOneCall() bool {
+	return c.Codec() == CodecZstd && c.dict == nil && c.vlOff == nil && c.Special() == SpecialNone &&
+		!c.Memcpyed() && c.bstarts != nil && c.nblocks > 1 && !c.bytesFiltered() && libzstd() != nil
+}
+
+// zstdBatch gathers zstd streams for one call into libzstd: per stream,
+// four values in jobs (its offset and size in src, its offset and size in
+// out) and two in at (its block and stream number, for the error).
+type zstdBatch struct {
+	jobs []int64 // room for at least n streams
+	at   []int32
+	n    int // streams gathered
+	// The block being gathered, and where its compressed bytes and its
+	// output start in the batch's src and out.
+	blk, srcOff, outOff int
+}
+
+// reserve makes room for n more streams.
+func (b *zstdBatch) reserve(n int) {
+	if need := 4 * (b.n + n); need > len(b.jobs) {
+		b.jobs = append(b.jobs, make([]int64, need-len(b.jobs))...)
+		b.at = append(b.at, make([]int32, need/2-len(b.at))...)
+	}
+}
+
+// add gathers stream s of the block being gathered: csize bytes at pos of
+// the block's bytes, decoding to n bytes at o of its output. The batch
+// has room for it (reserve). It writes only numbers, so that a batch on
+// the stack stays there.
+func (b *zstdBatch) add(s, pos, csize, o, n int) {
+	j, a := b.jobs[4*b.n:4*b.n+4], b.at[2*b.n:2*b.n+2]
+	j[0], j[1], j[2], j[3] = int64(b.srcOff+pos), int64(csize), int64(b.outOff+o), int64(n)
+	a[0], a[1] = int32(b.blk), int32(s)
+	b.n++
+}
+
+// run decodes the gathered streams from src into out in one call and
+// empties the batch. A failure names the first stream that failed, and
+// blk is its block.
+func (b *zstdBatch) run(c *Chunk, out, src []byte) (blk int, err error) {
+	if b.n == 0 {
+		return 0, nil
+	}
+	k, err := libzstdDecodeBatch(out, src, b.jobs[:4*b.n])
+	b.n = 0
+	if err != nil {
+		return int(b.at[2*k]), fmt.Errorf("%w: stream %d (%s, %d→%d bytes): %v", ErrCorrupt, b.at[2*k+1], CodecName(c.Codec()), b.jobs[4*k+1], b.jobs[4*k+3], err)
+	}
+	return 0, nil
+}
+
+// zstdBatches holds decodeZstdChunk's batches, whose slices grow to the
+// most streams a chunk has had.
+var zstdBatches = sync.Pool{New: func() any { return new(zstdBatch) }}
+
+// decodeZstdChunk decodes every block of the chunk, whose filters change
+// no byte, straight into dst from src, which holds the compressed bytes
+// of all its blocks (src[0] is the chunk's byte lo): its zstd streams in
+// one call into libzstd. A block whose streams cannot be gathered
+// (c-blosc 1.x's either-way split) is decoded alone. Errors name the
+// block, and a corrupt stream the first one, as a decode block by block
+// does.
+func (c *Chunk) decodeZstdChunk(dst, src []byte, lo int64) error {
+	b := zstdBatches.Get().(*zstdBatch)
+	defer func() {
+		b.n = 0
+		zstdBatches.Put(b)
+	}()
+	// run decodes the streams gathered so far.
+	run := func() error {
+		if blk, err := b.run(c, dst, src); err != nil {
+			return fmt.Errorf("block %d: %w", blk, err)
+		}
+		return nil
+	}
+	for i := 0; i < c.nblocks; i++ {
+		off, bl := c.BlockOffset(i), c.BlockLen(i)
+		d := dst[off : off+int64(bl) : off+int64(bl)]
+		bsrc := src[int64(c.bstarts[i])-lo : int64(c.bends[i])-lo]
+		n, both := c.blockStreams(i, bl)
+		if both || c.checkSplit(bl, n) != nil {
+			// A block gathered before it failing comes first.
+			if err := run(); err != nil {
+				return err
+			}
+			if err := c.decodeFrom(d, i, nil, bsrc, 0); err != nil {
+				return fmt.Errorf("block %d: %w", i, err)
+			}
+			continue
+		}
+		b.blk, b.srcOff, b.outOff = i, int(int64(c.bstarts[i])-lo), int(off)
+		b.reserve(n)
+		if err := c.splitStreams(d, bsrc, n, nil, b); err != nil {
+			if e := run(); e != nil {
+				return e
+			}
+			return fmt.Errorf("block %d: %w", i, err)
+		}
+	}
+	return run()
 }
 
 // zstdSlack is the spare room behind a scratch output that lets zstd's
@@ -601,7 +755,8 @@ const zstdSlack = 128<<10 + 64
 var zeroStream [128 << 10]byte
 
 // maxBatch is the most streams of a block decoded in one call into
-// libzstd; blocks split into more streams call it once per stream.
+// libzstd when the block is decoded alone; blocks split into more
+// streams call it once per stream.
 const maxBatch = 16
 
 // maxLent is the largest typesize whose stored streams a block decode
@@ -610,39 +765,36 @@ const maxLent = 16
 
 // decodeSplit decodes nstreams back-to-back streams filling out. With
 // lent (len nstreams), a stream stored as is is not copied into out:
-// lent[s] is set to where stream s lies, in src or in out.
-func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error {
+// lent[s] is set to where stream s lies, in src or in out. With g, the
+// zstd streams are gathered into g, and decoded when the caller runs it;
+// without, a block's zstd streams are decoded in one call into libzstd
+// where it is loaded.
+func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte, g *zstdBatch) error {
+	if g == nil && nstreams > 1 && nstreams <= maxBatch && c.Codec() == CodecZstd && c.dict == nil && libzstd() != nil {
+		var jobs [4 * maxBatch]int64
+		var at [2 * maxBatch]int32
+		local := zstdBatch{jobs: jobs[:], at: at[:]}
+		err := c.splitStreams(out, src, nstreams, lent, &local)
+		// A gathered stream failing comes before a later stream's error.
+		if _, e := local.run(c, out, src); e != nil {
+			return e
+		}
+		return err
+	}
+	return c.splitStreams(out, src, nstreams, lent, g)
+}
+
+// splitStreams is decodeSplit: the zstd streams go to g when it is set.
+func (c *Chunk) splitStreams(out, src []byte, nstreams int, lent [][]byte, g *zstdBatch) error {
 	neblock := len(out) / nstreams
 	ext := c.Extended()
 	pos := 0
-	// With libzstd, a block's zstd streams are gathered and decoded in
-	// one call into C (libzstdBatch) once the loop has seen them all.
-	var (
-		jobs   [4 * maxBatch]int64
-		jobS   [maxBatch]int // the stream number of each job
-		njobs  int
-		batch  = nstreams > 1 && nstreams <= maxBatch && c.Codec() == CodecZstd && c.dict == nil && libzstd() != nil
-		runJob = func() error {
-			if njobs == 0 {
-				return nil
-			}
-			k, err := libzstdDecodeBatch(out, src, jobs[:4*njobs])
-			if err != nil {
-				s := jobS[k]
-				return fmt.Errorf("%w: stream %d (%s, %d→%d bytes): %v", ErrCorrupt, s, CodecName(c.Codec()), jobs[4*k+1], neblock, err)
-			}
-			return nil
-		}
-	)
 	for s := 0; s < nstreams; s++ {
 		o := out[s*neblock : (s+1)*neblock]
 		if lent != nil {
 			lent[s] = o
 		}
 		if pos+4 > len(src) {
-			if err := runJob(); err != nil {
-				return err
-			}
 			return fmt.Errorf("%w: stream %d header past the block end", ErrCorrupt, s)
 		}
 		csize := int32(binary.LittleEndian.Uint32(src[pos:]))
@@ -659,23 +811,14 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 			clear(o)
 		case ext && csize < 0:
 			if pos >= len(src) {
-				if err := runJob(); err != nil {
-					return err
-				}
 				return fmt.Errorf("%w: stream %d run token past the block end", ErrCorrupt, s)
 			}
 			if src[pos]&1 == 0 {
-				if err := runJob(); err != nil {
-					return err
-				}
 				return fmt.Errorf("%w: stream %d run token %#02x", ErrUnsupported, s, src[pos])
 			}
 			pos++
 			fillByte(o, byte(-csize))
 		case csize <= 0 || int(csize) > len(src)-pos:
-			if err := runJob(); err != nil {
-				return err
-			}
 			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, len(src)-pos)
 		case int(csize) == neblock:
 			if lent != nil {
@@ -685,11 +828,8 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 			}
 			copy(o, src[pos:pos+neblock])
 			pos += neblock
-		case batch:
-			j := jobs[4*njobs:]
-			j[0], j[1], j[2], j[3] = int64(pos), int64(csize), int64(s*neblock), int64(neblock)
-			jobS[njobs] = s
-			njobs++
+		case g != nil:
+			g.add(s, pos, int(csize), s*neblock, neblock)
 			pos += int(csize)
 		default:
 			// o's capacity runs to the end of out: the streams after it,
@@ -700,7 +840,7 @@ func (c *Chunk) decodeSplit(out, src []byte, nstreams int, lent [][]byte) error 
 			pos += int(csize)
 		}
 	}
-	return runJob()
+	return nil
 }
 
 // fillByte sets every byte of o to v. A byte loop cost 11-19 % of

@@ -244,24 +244,6 @@ func libzstdLoaded() bool {
 	return libzstdDecode != nil
 }
 
-// directCalls is SetDirectCalls's setting.
-var directCalls atomic.Bool
-
-// SetDirectCalls chooses how libzstd is called, for the whole process.
-// Through cgo (false, the default), a call counts as a system call: once
-// it outlasts the scheduler's 20 µs tick, its processor goes to another
-// thread, so that other goroutines run while it decodes; a server whose
-// goroutines must answer requests meanwhile (the mount) wants that.
-// Directly (true), the goroutine keeps its processor for the call, as a
-// Go decoder would: no hand-off, no pair of context switches per block,
-// and sysmon backs off. Batch decoders, which have nothing else to run,
-// gain from it: `unpack` of a 256 MiB frame on one core used up to 20 %
-// less CPU (docs/PERFORMANCE.md). Race, msan and asan builds, and builds
-// with the nofastcall tag, always call through cgo; builds without cgo
-// have no libzstd. A CPU profile shows directly called libzstd time as
-// _ExternalCode, without the Go caller that cgo calls keep.
-func SetDirectCalls(on bool) { directCalls.Store(on) }
-
 // libzstd returns libzstd's decoder when it is loaded and in use, else nil.
 func libzstd() func(dst, src []byte) error {
 	if !libzstdLoaded() || !useLibzstd.Load() {

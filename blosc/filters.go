@@ -50,6 +50,29 @@ func (h *Header) activeFilters() bool {
 	return false
 }
 
+// bytesFiltered reports whether the filters change any byte on decode:
+// activeFilters, but for a byte shuffle of items of one byte (text
+// written with c-blosc2's default shuffle), which leaves them as they
+// are.
+func (h *Header) bytesFiltered() bool {
+	for i, f := range h.Filters {
+		switch f {
+		case FilterNone, FilterTruncPrec, FilterIntTrunc:
+		case FilterShuffle:
+			ts := int(h.FiltersMeta[i])
+			if ts == 0 || !h.Extended() {
+				ts = int(h.Typesize)
+			}
+			if ts > 1 {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
+}
+
 // shuffleOnly returns the typesize of the pipeline's byte shuffle when
 // that is the only filter with work to undo.
 func (h *Header) shuffleOnly() (int, bool) {

@@ -49,49 +49,23 @@ static int bz_decompress_batch(void *c, char *dst, const char *src, const long l
 	return -1;
 }
 
-// bz_args carries one call's arguments and result through fastCall, which
-// passes a single pointer.
-typedef struct {
-	void *c;
-	char *dst;
-	const char *src;
-	const long long *jobs;
-	int n;
-	int ret;
-	size_t dn, sn;
-	long long one;
-} bz_args;
-static void bz_batch_tramp(void *p) {
-	bz_args *a = p;
-	a->ret = bz_decompress_batch(a->c, a->dst, a->src, a->jobs, a->n);
-}
-static void bz_one_tramp(void *p) {
-	bz_args *a = p;
-	a->one = bz_decompress(a->c, a->dst, a->dn, a->src, a->sn);
-}
-static void *bz_batch_fn(void) { return (void *)bz_batch_tramp; }
-static void *bz_one_fn(void) { return (void *)bz_one_tramp; }
 */
 import "C"
 
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
 func init() { libzstdLoad = loadLibzstd }
-
-// The C entry points fastCall runs, set by loadLibzstd: each takes a
-// *C.bz_args.
-var bzBatchFn, bzOneFn unsafe.Pointer
 
 // loadLibzstd loads libzstd.so.1 and, when it loads, makes it the decoder.
 func loadLibzstd() {
 	if C.bz_load() == 0 {
 		return
 	}
-	bzBatchFn, bzOneFn = C.bz_batch_fn(), C.bz_one_fn()
 	v := uint(C.bz_version())
 	libzstdName = fmt.Sprintf("libzstd %d.%d.%d", v/10000, v/100%100, v%100)
 	libzstdDecode = cZstdDecode
@@ -149,17 +123,10 @@ func cZstdDecode(dst, src []byte) error {
 	if c == nil {
 		return fmt.Errorf("libzstd: cannot create a decompression context")
 	}
-	var n C.longlong
 	// Bounded on both sides: libzstd decodes every frame in src, and a
 	// hostile stream of empty frames decodes to nothing for as long as
 	// it is long.
-	if fastCalls && len(dst) <= fastCallMax && len(src) <= fastCallMax && directCalls.Load() {
-		a := C.bz_args{c: c, dst: (*C.char)(d), src: (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), dn: C.size_t(len(dst)), sn: C.size_t(len(src))}
-		fastCall(bzOneFn, unsafe.Pointer(&a))
-		n = a.one
-	} else {
-		n = C.bz_decompress(c, d, C.size_t(len(dst)), unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)))
-	}
+	n := C.bz_decompress(c, d, C.size_t(len(dst)), unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)))
 	putDctx(c)
 	if n < 0 {
 		return fmt.Errorf("libzstd: corrupt stream")
@@ -170,26 +137,28 @@ func cZstdDecode(dst, src []byte) error {
 	return nil
 }
 
+// libzstdBatchCalls counts libzstdDecodeBatch's calls into C (for the
+// tests).
+var libzstdBatchCalls atomic.Int64
+
 // libzstdDecodeBatch decodes the streams that jobs describe (4 values per
 // stream: offset and size in src, offset and size in dst; every range
-// inside its slice) in one call into C, so that a block's streams cost one
-// cgo call, not one each: the Go scheduler hands the processor of a
-// goroutine in a long call to another thread, and it does so once per
-// call that outlasts its 20 µs tick. It returns the failed stream's
-// position in jobs and its error, or -1 and nil.
+// inside its slice) in one call into C, so that a block's streams, or a
+// group of blocks' (Chunk.Decode), cost one cgo call, not one each: the Go
+// scheduler hands the processor of a goroutine in a long call to another
+// thread, and it does so once per call that outlasts its 20 µs tick. It
+// returns the failed stream's position in jobs and its error, or -1 and
+// nil.
 func libzstdDecodeBatch(dst, src []byte, jobs []int64) (int, error) {
 	n := len(jobs) / 4
 	if n == 0 {
 		return -1, nil
 	}
-	var srcBytes, dstBytes int64
 	for i := range n {
 		j := jobs[4*i:]
 		if j[0] < 0 || j[1] <= 0 || j[0]+j[1] > int64(len(src)) || j[2] < 0 || j[3] < 0 || j[2]+j[3] > int64(len(dst)) {
 			return i, fmt.Errorf("libzstd: stream outside its block")
 		}
-		srcBytes += j[1]
-		dstBytes += j[3]
 	}
 	var d unsafe.Pointer
 	if len(dst) > 0 {
@@ -199,14 +168,8 @@ func libzstdDecodeBatch(dst, src []byte, jobs []int64) (int, error) {
 	if c == nil {
 		return 0, fmt.Errorf("libzstd: cannot create a decompression context")
 	}
-	var r int
-	if fastCalls && dstBytes <= fastCallMax && srcBytes <= fastCallMax && directCalls.Load() {
-		a := C.bz_args{c: c, dst: (*C.char)(d), src: (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), jobs: (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), n: C.int(n)}
-		fastCall(bzBatchFn, unsafe.Pointer(&a))
-		r = int(a.ret)
-	} else {
-		r = int(C.bz_decompress_batch(c, (*C.char)(d), (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), C.int(n)))
-	}
+	libzstdBatchCalls.Add(1)
+	r := int(C.bz_decompress_batch(c, (*C.char)(d), (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), C.int(n)))
 	putDctx(c)
 	switch {
 	case r < 0:

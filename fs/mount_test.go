@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,15 +10,20 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
+	"github.com/bloscfs/bloscfs/remote"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 )
 
@@ -258,4 +264,107 @@ func unmountAtEnd(t *testing.T, server *Server, mnt string) {
 			syscall.Unmount(mnt, syscall.MNT_DETACH)
 		}
 	})
+}
+
+// TestMountOptionsBothBackends checks that a local and a remote mount are
+// made with the same options from the same Options: the mount flags
+// (noatime, …) over nosuid and nodev, the options for the kernel, ro,
+// default_permissions with allow_other, the source shown; and that each
+// keeps its own ownership rule (the source's modes locally, the mount's
+// user in a bucket).
+func TestMountOptionsBothBackends(t *testing.T) {
+	opts := Options{
+		MountFlags:   syscall.MS_NOATIME | syscall.MS_NODIRATIME,
+		ExtraOptions: []string{"noexec", "max_read=131072"},
+		AllowOther:   true,
+		ReadOnly:     true,
+		FsName:       "shown",
+		AttrTimeout:  3 * time.Second,
+	}
+	_, local, err := New(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := remote.New(context.Background(), "bkt", remote.Config{Endpoint: "http://127.0.0.1:1", Anonymous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rfs := NewRemote(store, "pre", opts)
+	for name, o := range map[string]*gofs.Options{"local": local.mountOptions(), "remote": rfs.f.mountOptions()} {
+		mo := o.MountOptions
+		if want := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOATIME | syscall.MS_NODIRATIME); mo.DirectMountFlags != want {
+			t.Errorf("%s: mount flags %#x, want %#x", name, mo.DirectMountFlags, want)
+		}
+		for _, want := range []string{"noexec", "max_read=131072", "default_permissions", "ro"} {
+			if !slices.Contains(mo.Options, want) {
+				t.Errorf("%s: options %v lack %s", name, mo.Options, want)
+			}
+		}
+		if mo.FsName != "shown" || mo.Name != "bloscfs" || !mo.AllowOther || mo.MaxWrite != preferredIO {
+			t.Errorf("%s: fsname %q, name %q, allow_other %v, max_write %d", name, mo.FsName, mo.Name, mo.AllowOther, mo.MaxWrite)
+		}
+		if *o.AttrTimeout != 3*time.Second || *o.EntryTimeout != 3*time.Second {
+			t.Errorf("%s: attribute and entry timeouts %v, %v, want 3s", name, *o.AttrTimeout, *o.EntryTimeout)
+		}
+	}
+	// Without flags, the source shown is the mount's source, and go-fuse
+	// chooses the flags (its own nosuid and nodev).
+	_, local, _ = New(t.TempDir(), Options{})
+	_, rfs = NewRemote(store, "pre", Options{})
+	for name, want := range map[string]*FS{local.source: local, "s3://bkt/pre/": rfs.f} {
+		if mo := want.mountOptions().MountOptions; mo.FsName != name || mo.DirectMountFlags != 0 {
+			t.Errorf("default options: fsname %q (want %q), flags %#x", mo.FsName, name, mo.DirectMountFlags)
+		}
+	}
+}
+
+// TestAttributeFlags: FS_IOC_GETFLAGS (lsattr) of a compressed file
+// answers the flags of its source, a container file or a sparse frame
+// directory, as a plain file passes them through; FS_IOC_FSGETXATTR
+// answers too; an ioctl that would change them is refused.
+func TestAttributeFlags(t *testing.T) {
+	src, mnt, _ := mountFixtures(t, DefaultOptions())
+	getFlags := func(path string) (uint32, error) {
+		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		return unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	}
+	// FS_NOATIME_FL ('A') and FS_NODUMP_FL ('d') of linux/fs.h.
+	const noatime, nodump = 0x80, 0x40
+	for view, disk := range map[string]string{"codec_zstd_l5": "codec_zstd_l5.b2frame", "sparse_frame": "sparse_frame.b2frame", "MANIFEST.tsv": "MANIFEST.tsv"} {
+		// The source gets flags of its own (noatime, nodump), so that the
+		// answer cannot be the flags of nothing.
+		sf, err := os.Open(filepath.Join(src, disk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags, err := unix.IoctlGetUint32(int(sf.Fd()), unix.FS_IOC_GETFLAGS)
+		if err != nil {
+			t.Fatalf("%s: the source's flags: %v", disk, err)
+		}
+		if err := unix.IoctlSetPointerInt(int(sf.Fd()), unix.FS_IOC_SETFLAGS, int(flags|noatime|nodump)); err != nil {
+			t.Fatalf("%s: setting the source's flags: %v", disk, err)
+		}
+		want, _ := unix.IoctlGetUint32(int(sf.Fd()), unix.FS_IOC_GETFLAGS)
+		sf.Close()
+		got, err := getFlags(filepath.Join(mnt, view))
+		if err != nil || got != want || got&noatime == 0 {
+			t.Errorf("%s: flags %#x, %v; want the source's %#x", view, got, err, want)
+		}
+	}
+	f, err := os.Open(filepath.Join(mnt, "codec_zstd_l5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var fsx [28]byte
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fsIocFSGetXattr, uintptr(unsafe.Pointer(&fsx[0]))); errno != 0 {
+		t.Errorf("FS_IOC_FSGETXATTR: %v", errno)
+	}
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, 0); err == nil {
+		t.Error("FS_IOC_SETFLAGS on a compressed file succeeded")
+	}
 }

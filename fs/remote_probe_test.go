@@ -14,6 +14,7 @@ import (
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
 	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack/frame"
 	"github.com/bloscfs/bloscfs/remote"
 	"golang.org/x/sys/unix"
@@ -88,7 +89,7 @@ func TestRemoteListingProbesHeads(t *testing.T) {
 	plains["medium"] = medium
 	stored += int64(len(mb))
 	plains["small"] = small
-	npySize := int64(len(frame.NPYHeader("<i4", a.Shape))) + 250*200*4
+	npySize := int64(len(npy.Header("<i4", a.Shape))) + 250*200*4
 
 	mnt, logs, rfs := mountBucket(t, srv, "")
 

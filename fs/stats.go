@@ -2,7 +2,6 @@ package fs
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"sort"
 	"sync"
@@ -219,15 +218,6 @@ func (f *FS) getStats(dest []byte) (uint32, syscall.Errno) {
 		return uint32(len(b)), syscall.ERANGE
 	}
 	return uint32(copy(dest, b)), 0
-}
-
-// Getxattr of the root answers StatsXattr; everything else is the
-// source's, but what the mount does not carry (notCarried). (A remote mount's root answers it in remoteDir.Getxattr.)
-func (n *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	if attr == StatsXattr && n.IsRoot() {
-		return n.fs.getStats(dest)
-	}
-	return n.loopbackNode.Getxattr(ctx, attr, dest)
 }
 
 // passthrough returns the sorted paths of the open plain files passed

@@ -473,3 +473,30 @@ func TestOptionsReachDaemon(t *testing.T) {
 		t.Errorf("mount options %v, want ro", opts)
 	}
 }
+
+// TestLsattr: lsattr shows a compressed file the flags of its source (a
+// container file, or a sparse frame directory), as it shows a plain
+// file's, rather than "Operation not supported".
+func TestLsattr(t *testing.T) {
+	lsattr := requireTool(t, "lsattr")
+	chattr := requireTool(t, "chattr")
+	src := copyFixtures(t)
+	files := map[string]string{"codec_zstd_l5": "codec_zstd_l5.b2frame", "sparse_frame": "sparse_frame.b2frame", "MANIFEST.tsv": "MANIFEST.tsv"}
+	for _, disk := range files {
+		mustRun(t, chattr, "+d", filepath.Join(src, disk)) // no dump: a flag of its own
+	}
+	m := mountDaemon(t, src)
+	flags := func(path string) string {
+		f := strings.Fields(string(mustRun(t, lsattr, "-d", path)))
+		if len(f) < 2 {
+			t.Fatalf("lsattr -d %s: %q", path, f)
+		}
+		return f[0]
+	}
+	for view, disk := range files {
+		want := flags(filepath.Join(src, disk))
+		if got := flags(m.Path(view)); got != want || !strings.Contains(got, "d") {
+			t.Errorf("lsattr of %s through the mount: %s; want its source's %s", view, got, want)
+		}
+	}
+}

@@ -34,8 +34,8 @@ import (
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
-	"github.com/bloscfs/bloscfs/pack/frame"
 )
 
 // Array is an opened Zarr array, read as its NPY file.
@@ -205,7 +205,7 @@ func (a *Array) init(s Store, path string, cache pack.BlockCache) (*Array, error
 			a.contig = a.contig && a.gchunk[d] == a.gshape[d]
 		}
 	}
-	a.hdr = frame.NPYHeaderOrder(a.dt.descr, a.Shape, a.fortranHeader())
+	a.hdr = npy.HeaderOrder(a.dt.descr, a.Shape, a.fortranHeader())
 	return a, nil
 }
 
@@ -269,7 +269,7 @@ func (a *Array) chunkKey(c []int64) string {
 
 // ReadAt reads bytes of the NPY view.
 func (a *Array) ReadAt(p []byte, off int64) (int, error) {
-	return frame.ReadNPYAt(a.Path, a.hdr, a.Size(), p, off, func(q []byte, at int64) error {
+	return npy.ReadAt(a.Path, a.hdr, a.Size(), p, off, func(q []byte, at int64) error {
 		return a.readData(q, at, false)
 	})
 }
@@ -279,7 +279,7 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 // Blosc blocks such reads have read all of leave the cache, and a whole
 // block a read covers is decoded straight into it.
 func (a *Array) ReadAtOnce(p []byte, off int64) (int, error) {
-	return frame.ReadNPYAt(a.Path, a.hdr, a.Size(), p, off, func(q []byte, at int64) error {
+	return npy.ReadAt(a.Path, a.hdr, a.Size(), p, off, func(q []byte, at int64) error {
 		return a.readData(q, at, true)
 	})
 }

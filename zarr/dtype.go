@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/npy"
 )
 
 // dtype is the element type of an array as an NPY file shows it.
@@ -28,7 +28,7 @@ func parseSimple(s string) (dtype, error) {
 	if err := checkItemsize(s); err != nil {
 		return dtype{}, err
 	}
-	lit, size, err := frame.DescrLiteral(s)
+	lit, size, err := npy.DescrLiteral(s)
 	if err != nil || strings.HasPrefix(s, "[") || len(s) < 2 {
 		return dtype{}, fmt.Errorf("%w: dtype %q", ErrFormat, s)
 	}
@@ -114,7 +114,7 @@ func parseV2Dtype(raw json.RawMessage) (dtype, error) {
 	if err != nil {
 		return dtype{}, err
 	}
-	lit, size, err := frame.DescrLiteral(sb.String())
+	lit, size, err := npy.DescrLiteral(sb.String())
 	if err != nil || int64(size) != want {
 		return dtype{}, fmt.Errorf("%w: structured dtype %.80s", ErrUnsupported, raw)
 	}

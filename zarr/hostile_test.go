@@ -15,7 +15,7 @@ import (
 	"github.com/bloscfs/bloscfs/cache"
 	"github.com/bloscfs/bloscfs/pack"
 
-	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/npy"
 )
 
 // npTranspose is numpy.transpose(a, order) of a C-order int32 array.
@@ -91,7 +91,7 @@ func TestTranspose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := frame.NPYHeader("'<i4'", shape)
+			want := npy.Header("'<i4'", shape)
 			for _, v := range a {
 				want = binary.LittleEndian.AppendUint32(want, uint32(v))
 			}

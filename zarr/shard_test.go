@@ -15,8 +15,8 @@ import (
 	"testing"
 
 	"github.com/bloscfs/bloscfs/cache"
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
-	"github.com/bloscfs/bloscfs/pack/frame"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -206,7 +206,7 @@ func TestSharded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := append(frame.NPYHeader("'<i4'", sp.shape), data...)
+			want := append(npy.Header("'<i4'", sp.shape), data...)
 			got := make([]byte, a.Size())
 			if _, err := a.ReadAt(got, 0); err != nil {
 				t.Fatal(err)

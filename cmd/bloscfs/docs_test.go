@@ -60,7 +60,7 @@ func TestDocsListFlags(t *testing.T) {
 // repository.
 func TestReadmeLinks(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	files = append(files, filepath.Join(root, "README.md"))
+	files = append(files, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"))
 	link := regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`)
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -109,10 +109,11 @@ func TestMakeStopQuiet(t *testing.T) {
 	}
 }
 
-// TestReadmeFacts: the README stays a short page, and what it says of
-// the machine it needs is what go.mod and the Makefile say: the Go
-// version, the Debian packages make test installs, where versitygw goes.
-// No page says python-blosc2 defaults to clevel 5 (its default is 1).
+// TestReadmeFacts: the README stays a short page, and what it and
+// CONTRIBUTING.md say of the machine it needs is what go.mod and the
+// Makefile say: the Go version, the Debian packages make test installs,
+// where versitygw goes. No page says python-blosc2 defaults to clevel 5
+// (its default is 1).
 func TestReadmeFacts(t *testing.T) {
 	read := func(f string) string {
 		b, err := os.ReadFile(filepath.Join(root, f))
@@ -121,26 +122,28 @@ func TestReadmeFacts(t *testing.T) {
 		}
 		return string(b)
 	}
-	readme, makefile, gomod := read("README.md"), read("Makefile"), read("go.mod")
+	readme, contributing, makefile, gomod := read("README.md"), read("CONTRIBUTING.md"), read("Makefile"), read("go.mod")
 	if n := strings.Count(readme, "\n"); n > 250 {
 		t.Errorf("README.md has %d lines; the details belong in docs/ (a user's page is at most about 250)", n)
 	}
 	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindStringSubmatch(gomod)
-	if goVersion == nil || !strings.Contains(readme, "Go "+goVersion[1]+" or later") {
-		t.Errorf("README.md does not say Go %v or later, the version of go.mod", goVersion)
+	for f, text := range map[string]string{"README.md": readme, "CONTRIBUTING.md": contributing} {
+		if goVersion == nil || !strings.Contains(text, "Go "+goVersion[1]+" or later") {
+			t.Errorf("%s does not say Go %v or later, the version of go.mod", f, goVersion)
+		}
 	}
 	apt := regexp.MustCompile(`(?m)^APT_PACKAGES := (.*)$`).FindStringSubmatch(makefile)
-	if apt == nil || !strings.Contains(readme, apt[1]) {
-		t.Errorf("README.md does not list the Debian packages make test installs: %v", apt)
+	if apt == nil || !strings.Contains(contributing, apt[1]) {
+		t.Errorf("CONTRIBUTING.md does not list the Debian packages make test installs: %v", apt)
 	}
 	tools := regexp.MustCompile(`(?m)^TOOLS_DIR \?= \$\(HOME\)(\S+)$`).FindStringSubmatch(makefile)
 	vgw := regexp.MustCompile(`(?m)^VERSITYGW_VERSION := (\S+)$`).FindStringSubmatch(makefile)
-	if tools == nil || vgw == nil || !strings.Contains(readme, "~"+tools[1]) || !strings.Contains(readme, "versitygw "+vgw[1]) {
-		t.Errorf("README.md does not say make test builds versitygw %v into ~%v", vgw, tools)
+	if tools == nil || vgw == nil || !strings.Contains(contributing, "~"+tools[1]) || !strings.Contains(contributing, "versitygw "+vgw[1]) {
+		t.Errorf("CONTRIBUTING.md does not say make test builds versitygw %v into ~%v", vgw, tools)
 	}
 	wrong := regexp.MustCompile(`python-blosc2's (default|defaults|parameters)\W[^.]{0,40}clevel 5`)
 	pages, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	for _, f := range append(pages, filepath.Join(root, "README.md"), filepath.Join(root, "man", "bloscfs.1")) {
+	for _, f := range append(pages, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"), filepath.Join(root, "man", "bloscfs.1")) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -81,8 +82,10 @@ type errorRecord struct {
 	Error string `json:"error"`
 }
 
-func describe(path string) (*infoRecord, error) {
-	v, err := openView(path, pack.NoCache{})
+// describe opens a container (through the store cfg configures, for an
+// s3:// path) and says how it is stored.
+func describe(path string, cfg remote.Config) (*infoRecord, error) {
+	v, err := openView(path, cfg, pack.NoCache{})
 	if err != nil {
 		return nil, err
 	}
@@ -154,12 +157,16 @@ func walkContainers(roots []string, fn func(path string, err error)) error {
 			fn(root, nil) // an object: not walked (verify walks prefixes itself)
 			continue
 		}
+		if _, inner, ok := treeArg(root); ok && inner != "" {
+			fn(root, nil) // a path inside a tree
+			continue
+		}
 		st, err := os.Stat(root)
 		if err != nil {
 			fn(root, err)
 			continue
 		}
-		if !st.IsDir() || pack.SniffDir(root) != nil {
+		if !st.IsDir() || pack.SniffDir(root) != nil || treeNamed(filepath.Base(root), true) {
 			fn(root, nil)
 			continue
 		}
@@ -169,7 +176,7 @@ func walkContainers(roots []string, fn func(path string, err error)) error {
 				return nil
 			}
 			if d.IsDir() {
-				if p != root && pack.SniffDir(p) != nil {
+				if p != root && (pack.SniffDir(p) != nil || treeNamed(d.Name(), true)) {
 					fn(p, nil)
 					return filepath.SkipDir
 				}
@@ -198,8 +205,12 @@ func newJSON(w io.Writer) *json.Encoder {
 func cmdInfo(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("info", stdout)
 	asJSON := fs.Bool("json", false, "print JSON: one object per file, {\"path\", \"error\"} for a file that cannot be read")
-	addRemoteFlagsFor(fs, remoteConn)
+	rf := addRemoteFlagsFor(fs, remoteConn)
 	files, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := rf.config()
 	if err != nil {
 		return err
 	}
@@ -221,9 +232,31 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 		local = append(local, p)
 	}
 	err = walkContainers(local, func(p string, err error) {
+		if src, inner, ok := treeArg(p); ok && err == nil {
+			trs, err := describeTree(src, inner, cfg)
+			if err != nil && !slices.Contains(local, p) && errors.Is(err, pack.ErrFormat) {
+				return // a file named as a tree that holds none, met in a walk
+			}
+			if err != nil {
+				failed = true
+				msg := errorText(p, err)
+				if !*asJSON {
+					fmt.Fprintf(stderr, "bloscfs info: %s: %s\n", p, msg)
+				}
+				recs = append(recs, errorRecord{Path: p, Error: msg})
+				return
+			}
+			for _, r := range trs {
+				recs = append(recs, r)
+				if !*asJSON {
+					printInfo(stdout, r)
+				}
+			}
+			return
+		}
 		var r *infoRecord
 		if err == nil {
-			r, err = describe(p)
+			r, err = describe(p, cfg)
 		}
 		if err != nil {
 			failed = true
@@ -255,16 +288,27 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 
 // printInfo prints a record as text.
 func printInfo(stdout io.Writer, r *infoRecord) {
-	fmt.Fprintf(stdout, "%s: %s v%d, %d plain bytes in %d stored (ratio %.2f)\n", r.Path, r.Format, r.Version, r.Size, r.StoredSize, r.Ratio)
-	fmt.Fprintf(stdout, "  chunks %d × %d, blocks %d, codec %s", r.Chunks, r.ChunkSize, r.Blocksize, r.Codec)
-	if r.Clevel != nil {
-		fmt.Fprintf(stdout, " clevel %d", *r.Clevel)
+	version := ""
+	if r.Version > 0 {
+		version = fmt.Sprintf(" v%d", r.Version)
 	}
-	fmt.Fprintf(stdout, ", typesize %d, filters %s", r.Typesize, r.Filters)
-	if r.Checksum != "" {
-		fmt.Fprintf(stdout, ", checksum %s", r.Checksum)
+	if r.StoredSize > 0 {
+		fmt.Fprintf(stdout, "%s: %s%s, %d plain bytes in %d stored (ratio %.2f)\n", r.Path, r.Format, version, r.Size, r.StoredSize, r.Ratio)
+	} else {
+		// A file of a tree whose stored size is not known apart.
+		fmt.Fprintf(stdout, "%s: %s%s, %d plain bytes\n", r.Path, r.Format, version, r.Size)
 	}
-	fmt.Fprintln(stdout)
+	if r.Chunks > 0 || r.Codec != "" && r.Codec != "none" {
+		fmt.Fprintf(stdout, "  chunks %d × %d, blocks %d, codec %s", r.Chunks, r.ChunkSize, r.Blocksize, r.Codec)
+		if r.Clevel != nil {
+			fmt.Fprintf(stdout, " clevel %d", *r.Clevel)
+		}
+		fmt.Fprintf(stdout, ", typesize %d, filters %s", r.Typesize, r.Filters)
+		if r.Checksum != "" {
+			fmt.Fprintf(stdout, ", checksum %s", r.Checksum)
+		}
+		fmt.Fprintln(stdout)
+	}
 	if r.LastChunk != nil {
 		fmt.Fprintf(stdout, "  last_chunk %d, max_app_chunks %d, offsets %v\n", *r.LastChunk, *r.MaxAppChunks, *r.Offsets)
 		if n := len(r.ChunkStarts); n > 0 {
@@ -324,10 +368,10 @@ type verifyRecord struct {
 
 // verifyOne decodes every chunk of a container (checksums are verified as
 // chunks load).
-func verifyOne(path string, stderr io.Writer) verifyRecord {
+func verifyOne(path string, cfg remote.Config, stderr io.Writer) verifyRecord {
 	rec := verifyRecord{Path: path}
 	// The container's own bytes, not the .npy view: every chunk once.
-	c, closer, err := openContainer(path, pack.NoCache{})
+	c, closer, err := openContainer(path, cfg, pack.NoCache{})
 	if err != nil {
 		rec.Error = oneLine(err)
 		return rec
@@ -348,7 +392,7 @@ func verifyOne(path string, stderr io.Writer) verifyRecord {
 // isContainer tells, during a directory walk, whether a file is one to
 // verify: a container suffix, or content with a recognised magic.
 func isContainer(path string) bool {
-	if _, ok := all.PlainName(filepath.Base(path)); ok {
+	if _, ok := all.PlainName(filepath.Base(path)); ok || treeNamed(filepath.Base(path), false) {
 		return true // a damaged header must be reported, not skipped
 	}
 	f, _, err := pack.OpenSource(path, false) // a FIFO must not block the walk
@@ -363,11 +407,14 @@ func isContainer(path string) bool {
 }
 
 func cmdVerify(args []string, stdout, stderr io.Writer) error {
-	blosc.SetDirectCalls(true) // a batch job: nothing else to run while libzstd decodes
 	flags := newFlags("verify", stdout)
 	asJSON := flags.Bool("json", false, "print JSON")
-	addRemoteFlagsFor(flags, remoteRead)
+	rf := addRemoteFlagsFor(flags, remoteRead)
 	paths, err := parseFlags(flags, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := rf.config()
 	if err != nil {
 		return err
 	}
@@ -383,7 +430,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	var local []string
 	for _, p := range paths {
 		if remote.IsURL(p) {
-			recs = append(recs, verifyRemote(p, stderr)...)
+			recs = append(recs, verifyRemote(p, cfg, stderr)...)
 		} else {
 			local = append(local, p)
 		}
@@ -393,7 +440,15 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 			recs = append(recs, verifyRecord{Path: p, Error: errorText(p, err)})
 			return
 		}
-		rec := verifyOne(p, stderr)
+		if src, inner, ok := treeArg(p); ok {
+			trs, err := verifyTree(src, inner, cfg, stderr)
+			if !slices.Contains(local, p) && errors.Is(err, pack.ErrFormat) {
+				return // a file named as a tree that holds none, met in a walk
+			}
+			recs = append(recs, trs...)
+			return
+		}
+		rec := verifyOne(p, cfg, stderr)
 		rec.Error = trimPath(p, rec.Error)
 		recs = append(recs, rec)
 	})

@@ -147,7 +147,39 @@ func mountOptions(list []string, o *bfs.Options, fs *pflag.FlagSet) (mf mountFla
 	return mf, rest, nil
 }
 
+// mountConfig is what a mount command line asks for, parsed and checked
+// (runMount does everything that looks at the system or mounts).
+type mountConfig struct {
+	source     string // an absolute path, or an s3:// location as given
+	mountpoint string // absolute
+	// given are SOURCE and MOUNTPOINT as given: what a foreground mount
+	// mounts, and names in its log.
+	given      [2]string
+	foreground bool
+	// logFile is --log: syslog, stderr, a path (absolute when the mount
+	// goes to the background), or "" for the default.
+	logFile     string
+	nonempty    bool // -o nonempty
+	autoUnmount bool // -o auto_unmount
+	fs          bfs.Options
+	store       remote.Config // for an s3:// source (without a logger)
+	// daemon is the command line of the background daemon, after
+	// `mount -f`: the flags as parsed, -o's options that set no flag,
+	// then -- SOURCE MOUNTPOINT.
+	daemon []string
+}
+
 func cmdMount(args []string, stdout, stderr io.Writer) error {
+	c, err := parseMount(args, stdout)
+	if err != nil {
+		return err
+	}
+	return runMount(c, stderr)
+}
+
+// parseMount parses and checks a mount command line, without looking at
+// SOURCE or MOUNTPOINT on disk.
+func parseMount(args []string, stdout io.Writer) (*mountConfig, error) {
 	fs := newFlags("mount", stdout)
 	fg := fs.BoolP("foreground", "f", false, "stay in the foreground")
 	opts := fs.StringArrayP("options", "o", nil, "mount `OPTIONS`, comma-separated (see above)")
@@ -162,25 +194,28 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	filter := fs.String("filter", "shuffle", "`FILTERS` of new files (as for pack)")
 	typesize := fs.Int("typesize", 8, "element `SIZE` of new files")
 	chunkSize := fs.String("chunk-size", "1MiB", "chunk `SIZE` of new files")
-	addRemoteFlags(fs)
+	rf := addRemoteFlagsFor(fs, remoteMount)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(pos) != 2 {
-		return fmt.Errorf("%w: mount [flags] SOURCE MOUNTPOINT", errUsage)
+		return nil, fmt.Errorf("%w: mount [flags] SOURCE MOUNTPOINT", errUsage)
 	}
-	o := bfs.DefaultOptions()
+	c := &mountConfig{fs: bfs.DefaultOptions()}
+	o := &c.fs
+	o.Logger = nil        // the mount's own, opened by runMount
 	o.NoSelfAccess = true // the daemon never opens a file of its own mount
-	mf, passOn, err := mountOptions(*opts, &o, fs)
+	mf, passOn, err := mountOptions(*opts, o, fs)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	c.nonempty, c.autoUnmount = mf.nonempty, mf.autoUnmount
 	if o.CacheSize, err = parseSize(*cacheSize); err != nil || o.CacheSize < 1<<20 {
-		return badFlag("cache-size", *cacheSize, "takes "+sizeHint+", at least 1MiB")
+		return nil, badFlag("cache-size", *cacheSize, "takes "+sizeHint+", at least 1MiB")
 	}
 	if o.ReadAhead, err = parseSize(*readAhead); err != nil {
-		return badFlag("read-ahead", *readAhead, "takes "+sizeHint+", or 0 for none")
+		return nil, badFlag("read-ahead", *readAhead, "takes "+sizeHint+", or 0 for none")
 	}
 	o.ReadOnly = o.ReadOnly || *readOnly
 	o.Debug = *debug
@@ -188,49 +223,82 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	case bfs.NewB2Frame, bfs.NewBlp, bfs.NewPlain:
 		o.NewFormat = bfs.NewFormat(*newFormat)
 	default:
-		return badFlag("new-format", *newFormat, "not a format for new files: b2frame, blp or none")
+		return nil, badFlag("new-format", *newFormat, "not a format for new files: b2frame, blp or none")
 	}
-	c, err := newCodec(*codec)
+	codecID, err := newCodec(*codec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkLevels(*clevel, *typesize); err != nil {
-		return err
+		return nil, err
 	}
-	o.NewParams = blosc.Params{Codec: c, Clevel: *clevel, Typesize: *typesize, Split: blosc.SplitAuto}
+	o.NewParams = blosc.Params{Codec: codecID, Clevel: *clevel, Typesize: *typesize, Split: blosc.SplitAuto}
 	if o.NewParams.Filters, o.NewParams.FiltersMeta, err = parseFilters(*filter, *typesize); err != nil {
-		return err
+		return nil, err
 	}
 	if o.NewFormat == bfs.NewBlp {
 		o.NewParams.Blosc1, o.NewParams.Split = true, blosc.SplitForwardCompat
 	}
 	if err := validParams(o.NewParams); err != nil {
-		return err
+		return nil, err
 	}
 	if o.NewChunkSize, err = parseSize(*chunkSize); err != nil || o.NewChunkSize <= 0 || o.NewChunkSize > 1<<31-64 {
-		return badFlag("chunk-size", *chunkSize, chunkSizeHint)
+		return nil, badFlag("chunk-size", *chunkSize, chunkSizeHint)
 	}
 	if o.NewFormat == bfs.NewB2Frame {
 		o.NewParams.Blocksize = defaultBlocksize(o.NewParams, int(o.NewChunkSize))
 	}
-	src, err := filepath.Abs(pos[0])
-	if err != nil {
-		return err
+	if c.store, err = rf.config(); err != nil {
+		return nil, err
 	}
-	if remote.IsURL(pos[0]) {
-		src = pos[0]
+	c.source, c.given = pos[0], [2]string{pos[0], pos[1]}
+	if !remote.IsURL(pos[0]) {
+		if c.source, err = filepath.Abs(pos[0]); err != nil {
+			return nil, err
+		}
 	}
 	// The mountpoint as the mount table shows it (symbolic links
 	// resolved): the daemon mounts there and finds its mount there, the
 	// watcher and `bloscfs unmount` too.
-	mnt, err := bfs.ResolveMountpoint(pos[1])
-	if err != nil {
-		return err
+	if c.mountpoint, err = bfs.ResolveMountpoint(pos[1]); err != nil {
+		return nil, err
 	}
-	if err := checkEmpty(mnt, mf.nonempty); err != nil {
-		return err
+	if err := checkOutsideMount(c.mountpoint, *logFile, c.store.CacheDir); err != nil {
+		return nil, err
 	}
-	if err := checkOutsideMount(mnt, *logFile, rflags.cacheDir.String()); err != nil {
+	c.foreground, c.logFile = *fg, *logFile
+	if !c.foreground && c.logFile == "stderr" {
+		return nil, fmt.Errorf("%w: --log stderr needs -f (in the background stderr goes nowhere once the mount is ready)", errUsage)
+	}
+	if !c.foreground {
+		// The daemon runs in /, so that it holds no directory busy: hand
+		// it absolute paths and the flags as parsed.
+		if c.logFile != "" && c.logFile != "syslog" && c.logFile != "stderr" {
+			if c.logFile, err = filepath.Abs(c.logFile); err != nil {
+				return nil, err
+			}
+			fs.Set("log", c.logFile)
+		}
+		fs.Visit(func(f *pflag.Flag) {
+			if f.Name == "options" {
+				if len(passOn) > 0 {
+					c.daemon = append(c.daemon, "-o", strings.Join(passOn, ","))
+				}
+				return
+			}
+			c.daemon = append(c.daemon, "--"+f.Name+"="+f.Value.String())
+		})
+		c.daemon = append(c.daemon, "--", c.source, c.mountpoint)
+	}
+	return c, nil
+}
+
+// runMount mounts what c describes: in the background (a daemon started
+// with c.daemon, which reports when the mount is ready), or in this
+// process with -f.
+func runMount(c *mountConfig, stderr io.Writer) error {
+	src, mnt, o := c.source, c.mountpoint, c.fs
+	if err := checkEmpty(mnt, c.nonempty); err != nil {
 		return err
 	}
 	if busy, _ := bfs.IsMountpoint(mnt); !busy && os.Getenv(notifyEnv) == "" {
@@ -238,28 +306,8 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "bloscfs mount: warning: %s is already mounted at %s; changes made through one mount are not seen at once through the other\n", src, strings.Join(other, ", "))
 		}
 	}
-	if !*fg && *logFile == "stderr" {
-		return fmt.Errorf("%w: --log stderr needs -f (in the background stderr goes nowhere once the mount is ready)", errUsage)
-	}
-	if !*fg {
-		// The daemon runs in /, so that it holds no directory busy: hand
-		// it absolute paths and the flags as parsed.
-		if *logFile != "" && *logFile != "syslog" && *logFile != "stderr" {
-			if *logFile, err = filepath.Abs(*logFile); err != nil {
-				return err
-			}
-		}
-		var args []string
-		fs.Visit(func(f *pflag.Flag) {
-			if f.Name == "options" {
-				if len(passOn) > 0 {
-					args = append(args, "-o", strings.Join(passOn, ","))
-				}
-				return
-			}
-			args = append(args, "--"+f.Name+"="+f.Value.String())
-		})
-		return daemonize(append(args, "--", src, mnt), stderr)
+	if !c.foreground {
+		return daemonize(c.daemon, stderr)
 	}
 	// Decoded blocks are garbage once evicted; without a limit the Go heap
 	// grows to about twice the live cache before collecting. Keep it near
@@ -268,7 +316,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		rdebug.SetMemoryLimit(o.CacheSize + 48<<20)
 	}
 	notify := notifier()
-	logger, logDest, closeLog, err := openLog(*logFile, notify != nil, stderr)
+	logger, logDest, closeLog, err := openLog(c.logFile, notify != nil, stderr)
 	if err != nil {
 		notify.fail(err)
 		return err
@@ -276,7 +324,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	defer closeLog()
 	prefixMount(logger, mnt)
 	o.Logger = logger
-	if mf.autoUnmount {
+	if c.autoUnmount {
 		// Started before the mount is made, so that a daemon killed
 		// at any moment after mount(2) is cleaned up after.
 		if err := startWatcher(mnt); err != nil {
@@ -288,13 +336,13 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	var server *bfs.Server
 	var stats statser
 	shutdown := func() {} // stops the write path of a busy mount before exit
-	if remote.IsURL(pos[0]) {
+	if remote.IsURL(c.given[0]) {
 		var r *bfs.RemoteFS
-		server, r, err = mountRemote(pos[0], mnt, o)
+		server, r, err = mountRemote(c.given[0], mnt, o, c.store)
 		stats = r
 	} else {
 		var f *bfs.FS
-		server, f, err = bfs.Mount(pos[0], mnt, o)
+		server, f, err = bfs.Mount(c.given[0], mnt, o)
 		stats = f
 		if f != nil {
 			shutdown = f.Shutdown
@@ -316,7 +364,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintln(watchPipe, dev) // the watcher unmounts only this mount
 	}
-	logger.Printf("serving %s at %s", pos[0], pos[1])
+	logger.Printf("serving %s at %s", c.given[0], c.given[1])
 	notify.ready(logDest)
 
 	logStatsOn(syscall.SIGUSR1, stats, logger)
@@ -326,13 +374,13 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	detached := make(chan struct{})
 	go func() {
 		for s := range sigs {
-			logger.Printf("%v: unmounting %s", s, pos[1])
+			logger.Printf("%v: unmounting %s", s, c.given[1])
 			err := server.Unmount()
 			if err == nil {
 				return
 			}
 			if !errors.Is(err, syscall.EBUSY) {
-				logger.Printf("could not unmount %s: %v", pos[1], err)
+				logger.Printf("could not unmount %s: %v", c.given[1], err)
 				continue
 			}
 			// Files are open there: a daemon asked to stop must stop
@@ -341,10 +389,10 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 			// the programs that hold files there get errors once the
 			// daemon has exited.
 			if err := server.Detach(); err != nil {
-				logger.Printf("could not detach %s: %v", pos[1], err)
+				logger.Printf("could not detach %s: %v", c.given[1], err)
 				continue
 			}
-			logger.Printf("%s is busy: detached it; files still open there fail from now on", pos[1])
+			logger.Printf("%s is busy: detached it; files still open there fail from now on", c.given[1])
 			shutdown()
 			close(detached)
 			return
@@ -375,7 +423,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	logger.Printf("unmounted %s", pos[1])
+	logger.Printf("unmounted %s", c.given[1])
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/bloscfs/bloscfs/pack/all"
 	"github.com/bloscfs/bloscfs/pack/bloscpack"
 	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/remote"
 )
 
 // parseFilters reads a filter pipeline such as "shuffle", "bitshuffle",
@@ -93,8 +94,35 @@ required. Defaults: b2frame with zstd, clevel 5, shuffle, typesize 8
 python-blosc2's is 1), blp with bloscpack's parameters (blosclz, clevel 7,
 shuffle, adler32); 1 MiB chunks.`
 
+// packConfig is what a pack command line asks for, parsed and checked
+// (runPack reads IN and writes OUT).
+type packConfig struct {
+	in, out  string // IN ("-": standard input) and OUT (a path, or s3://BUCKET/KEY)
+	format   string // b2frame, blp or b2nd
+	params   blosc.Params
+	chunk    int64 // plain bytes per chunk
+	checksum int   // blp: the chunk checksum (bloscpack.Checksums)
+	// chunkShape and blockShape are b2nd's --chunkshape and
+	// --blockshape, checked (packArray parses them).
+	chunkShape, blockShape string
+	force, quiet           bool
+	store                  remote.Config // for an s3:// OUT
+}
+
 func cmdPack(args []string, stdout, stderr io.Writer) error {
-	blosc.SetDirectCalls(true) // a batch job: nothing else to run while libzstd decodes
+	c, err := parsePack(args, stdout)
+	if err != nil {
+		return err
+	}
+	if remote.IsURL(c.out) {
+		return runPackRemote(c, stderr)
+	}
+	return runPack(c, stderr)
+}
+
+// parsePack parses and checks a pack command line, without opening IN or
+// OUT.
+func parsePack(args []string, stdout io.Writer) (*packConfig, error) {
 	fs := newFlags("pack", stdout)
 	format := fs.String("format", "", "output `FORMAT`: b2frame, blp, or b2nd for a .npy input (default: from the file names, else b2frame)")
 	chunkShape := fs.String("chunkshape", "", "b2nd: chunk `SHAPE`, e.g. 100,200 (default: about 4 MiB chunks)")
@@ -108,20 +136,28 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	checksum := fs.String("checksum", "adler32", "blp chunk `CHECKSUM`: None, adler32, crc32, md5, sha1, sha224, sha256, sha384, sha512")
 	force := fs.BoolP("force", "f", false, "overwrite OUT; pack IN even if it is a container already")
 	quiet := fs.BoolP("quiet", "q", false, "print no summary")
-	addRemoteFlagsFor(fs, remoteConn)
+	rf := addRemoteFlagsFor(fs, remoteConn)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(pos) < 1 || len(pos) > 2 {
-		return fmt.Errorf("%w: pack IN [OUT]", errUsage)
+		return nil, fmt.Errorf("%w: pack IN [OUT]", errUsage)
 	}
 	in, out := pos[0], ""
 	if len(pos) > 1 {
 		out = pos[1]
 	}
 	if in == "-" && out == "" {
-		return fmt.Errorf("%w: pack - (standard input) needs OUT", errUsage)
+		return nil, fmt.Errorf("%w: pack - (standard input) needs OUT", errUsage)
+	}
+	if remote.IsURL(in) {
+		return nil, fmt.Errorf("%w: %s: pack reads a local file or standard input (OUT may be s3://BUCKET/KEY)", errUsage, in)
+	}
+	if remote.IsURL(out) {
+		if _, key, ok := remote.ParseURL(out); !ok || key == "" || strings.HasSuffix(key, "/") {
+			return nil, fmt.Errorf("%w: %s: name the object (s3://BUCKET/KEY)", errUsage, out)
+		}
 	}
 	if *format == "" {
 		switch {
@@ -134,14 +170,15 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *format != "b2frame" && *format != "blp" && *format != "b2nd" {
-		return badFlag("format", *format, "not a format: b2frame, blp or b2nd")
+		return nil, badFlag("format", *format, "not a format: b2frame, blp or b2nd")
 	}
-	if _, ok := bloscpack.ChecksumID(*checksum); !ok {
-		return badFlag("checksum", *checksum, "not a checksum: "+checksumNames())
+	sum, ok := bloscpack.ChecksumID(*checksum)
+	if !ok {
+		return nil, badFlag("checksum", *checksum, "not a checksum: "+checksumNames())
 	}
 	for flag, shape := range map[string]string{"chunkshape": *chunkShape, "blockshape": *blockShape} {
 		if _, err := parseShape(flag, shape); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if out == "" {
@@ -152,7 +189,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	}
 	cs, err := parseSize(*chunkSize)
 	if err != nil || cs <= 0 || cs > 1<<31-64 {
-		return badFlag("chunk-size", *chunkSize, chunkSizeHint)
+		return nil, badFlag("chunk-size", *chunkSize, chunkSizeHint)
 	}
 	p := blosc.Params{Typesize: *typesize, Split: blosc.SplitAuto}
 	if *blockSize != "auto" && *blockSize != "" {
@@ -160,7 +197,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		// A mount decodes blocks of up to an eighth of its cache (64 MiB
 		// at most); larger blocks would be readable by unpack only.
 		if err != nil || bs <= 0 || bs > maxPackBlock {
-			return badFlag("block-size", *blockSize, "takes "+sizeHint+", from 1 byte to 64MiB, or auto")
+			return nil, badFlag("block-size", *blockSize, "takes "+sizeHint+", from 1 byte to 64MiB, or auto")
 		}
 		p.Blocksize = int(bs)
 	}
@@ -171,25 +208,37 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	}
 	if *codec != "" {
 		if p.Codec, err = newCodec(*codec); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if fs.Changed("clevel") {
 		p.Clevel = *clevel
 	}
 	if err := checkLevels(p.Clevel, *typesize); err != nil {
-		return err
+		return nil, err
 	}
 	if p.Filters, p.FiltersMeta, err = parseFilters(*filter, *typesize); err != nil {
-		return err
+		return nil, err
 	}
 	if *blockSize == "" && *format == "b2frame" {
 		p.Blocksize = defaultBlocksize(p, int(cs))
 	}
 	if err := validParams(p); err != nil {
-		return err
+		return nil, err
 	}
+	store, err := rf.config()
+	if err != nil {
+		return nil, err
+	}
+	return &packConfig{
+		in: in, out: out, format: *format, params: p, chunk: cs, checksum: sum,
+		chunkShape: *chunkShape, blockShape: *blockShape, force: *force, quiet: *quiet, store: store,
+	}, nil
+}
 
+// runPack compresses c.in into the local file c.out.
+func runPack(c *packConfig, stderr io.Writer) error {
+	in, out, p, cs := c.in, c.out, c.params, c.chunk
 	// A FIFO or socket cannot take a container, whose header is completed
 	// after its chunks by seeking back: refused before standard input is
 	// spooled, and before an open that would wait for a reader.
@@ -199,6 +248,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	var src *os.File
 	var st os.FileInfo
+	var err error
 	if in == "-" {
 		if src, err = spoolStdin(out); err != nil {
 			return err
@@ -212,7 +262,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer src.Close()
-	if name := containerName(src, in); name != "" && !*force {
+	if name := containerName(src, in); name != "" && !c.force {
 		return fmt.Errorf("%s is already a %s: packing it would compress compressed bytes (unpack it first, or use -f)", in, name)
 	}
 	size := st.Size()
@@ -220,7 +270,7 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 	if in == "-" {
 		perm = 0o644
 	}
-	dst, err := createAtomic(out, *force, perm)
+	dst, err := createAtomic(out, c.force, perm)
 	if err != nil {
 		return err
 	}
@@ -241,14 +291,14 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 		w = localwrite.New(dst.File)
 	}
 	summary := func() error {
-		if *quiet {
+		if c.quiet {
 			return nil
 		}
 		return printSummary(stderr, "packed", in, out, size, -1, start)
 	}
 
-	if *format == "b2nd" {
-		if err := packArray(src, in, w, p, *chunkShape, *blockShape, stderr); err != nil {
+	if c.format == "b2nd" {
+		if err := packArray(src, in, w, p, c.chunkShape, c.blockShape, stderr); err != nil {
 			return err
 		}
 		if err := dst.Commit(); err != nil {
@@ -259,14 +309,10 @@ func cmdPack(args []string, stdout, stderr io.Writer) error {
 
 	var add func(raw []byte) error
 	var closeW func() error
-	if *format == "blp" {
+	if c.format == "blp" {
 		bp := bloscpack.DefaultParams()
 		bp.Blosc, bp.ChunkSize = p, cs
-		id, ok := bloscpack.ChecksumID(*checksum)
-		if !ok {
-			return badFlag("checksum", *checksum, "not a checksum: "+checksumNames())
-		}
-		bp.Checksum = id
+		bp.Checksum = c.checksum
 		bw, err := bloscpack.NewWriter(w, size, bp)
 		if err != nil {
 			return fmt.Errorf("%s: %w", out, err)

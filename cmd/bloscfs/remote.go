@@ -99,9 +99,6 @@ func (a *absPath) Set(s string) error {
 	return err
 }
 
-// rflags holds the flags of the command being run.
-var rflags *remoteFlags
-
 // Which object-store flags a command takes: each lists only those it
 // uses.
 const (
@@ -115,14 +112,11 @@ const (
 	remoteMount
 )
 
-// addRemoteFlags adds every object-store flag (a mount's) to a command's
-// flag set.
-func addRemoteFlags(fs *pflag.FlagSet) { addRemoteFlagsFor(fs, remoteMount) }
-
 // addRemoteFlagsFor adds the object-store flags of level (remoteConn,
-// remoteRead or remoteMount) to a command's flag set.
-func addRemoteFlagsFor(fs *pflag.FlagSet, level int) {
-	rflags = &remoteFlags{
+// remoteRead or remoteMount) to a command's flag set, and returns them,
+// to be read once the flags are parsed (config).
+func addRemoteFlagsFor(fs *pflag.FlagSet, level int) *remoteFlags {
+	rflags := &remoteFlags{
 		endpoint:  fs.String("endpoint", "", "S3 endpoint URL for s3:// locations (default: AWS_ENDPOINT_URL)"),
 		anonymous: fs.Bool("anonymous", false, "send unsigned requests (public buckets)"),
 		region:    fs.String("region", "", "S3 region (default: AWS_REGION, the profile's, or us-east-1)"),
@@ -141,15 +135,13 @@ func addRemoteFlagsFor(fs *pflag.FlagSet, level int) {
 		rflags.cacheDir = new(absPath)
 		fs.Var(rflags.cacheDir, "cache-dir", "keep fetched ranges of remote objects in this directory too, across mounts")
 	}
+	return rflags
 }
 
-// remoteConfig returns the store configuration the flags ask for.
-func remoteConfig(logger *log.Logger) (remote.Config, error) {
-	cfg := remote.Config{Logger: logger}
-	f := rflags
-	if f == nil {
-		return cfg, nil
-	}
+// config returns the store configuration the parsed flags ask for
+// (without a logger: openStore's default, or the mount's).
+func (f *remoteFlags) config() (remote.Config, error) {
+	var cfg remote.Config
 	cfg.Endpoint, cfg.Anonymous, cfg.Region = *f.endpoint, *f.anonymous, *f.region
 	cfg.RequestTimeout = *f.timeout
 	if f.dirCache != nil {
@@ -182,18 +174,15 @@ func remoteConfig(logger *log.Logger) (remote.Config, error) {
 	return cfg, nil
 }
 
-// openStore returns the store of an s3:// location and the key in it.
-func openStore(u string, logger *log.Logger) (*remote.Store, string, error) {
+// openStore returns the store of an s3:// location and the key in it;
+// without a logger in cfg, the store logs to stderr.
+func openStore(u string, cfg remote.Config) (*remote.Store, string, error) {
 	bucket, key, ok := remote.ParseURL(u)
 	if !ok {
 		return nil, "", fmt.Errorf("%w: %q is not s3://BUCKET[/KEY]", errUsage, u)
 	}
-	if logger == nil {
-		logger = log.New(os.Stderr, "bloscfs: ", 0)
-	}
-	cfg, err := remoteConfig(logger)
-	if err != nil {
-		return nil, "", err
+	if cfg.Logger == nil {
+		cfg.Logger = log.New(os.Stderr, "bloscfs: ", 0)
 	}
 	s, err := remote.New(context.Background(), bucket, cfg)
 	if err != nil {
@@ -203,8 +192,8 @@ func openStore(u string, logger *log.Logger) (*remote.Store, string, error) {
 }
 
 // openRemoteContainer opens the container in an object.
-func openRemoteContainer(u string, cache pack.BlockCache) (pack.Container, *remote.Object, error) {
-	s, key, err := openStore(u, nil)
+func openRemoteContainer(u string, cfg remote.Config, cache pack.BlockCache) (pack.Container, *remote.Object, error) {
+	s, key, err := openStore(u, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -217,12 +206,13 @@ func openRemoteContainer(u string, cache pack.BlockCache) (pack.Container, *remo
 	return c, o, err
 }
 
-// openView opens the view of a local path or an s3:// object.
-func openView(p string, cache pack.BlockCache) (*all.View, error) {
+// openView opens the view of a local path or an s3:// object (through the
+// store cfg configures).
+func openView(p string, cfg remote.Config, cache pack.BlockCache) (*all.View, error) {
 	if !remote.IsURL(p) {
 		return all.OpenView(followArg(p), cache)
 	}
-	s, key, err := openStore(p, nil)
+	s, key, err := openStore(p, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -235,12 +225,13 @@ func openView(p string, cache pack.BlockCache) (*all.View, error) {
 	return v, err
 }
 
-// openContainer opens the container of a local path or an s3:// object.
-func openContainer(p string, cache pack.BlockCache) (pack.Container, io.Closer, error) {
+// openContainer opens the container of a local path or an s3:// object
+// (through the store cfg configures).
+func openContainer(p string, cfg remote.Config, cache pack.BlockCache) (pack.Container, io.Closer, error) {
 	if !remote.IsURL(p) {
 		return pack.OpenPath(followArg(p), cache)
 	}
-	c, _, err := openRemoteContainer(p, cache)
+	c, _, err := openRemoteContainer(p, cfg, cache)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -260,15 +251,19 @@ func remoteUnpackName(u string) string {
 
 // verifyRemote verifies an object, or every container under a prefix
 // (an object with a container suffix or magic bytes).
-func verifyRemote(u string, stderr io.Writer) []verifyRecord {
-	s, key, err := openStore(u, nil)
+func verifyRemote(u string, cfg remote.Config, stderr io.Writer) []verifyRecord {
+	if src, inner, ok := treeArg(u); ok {
+		recs, _ := verifyTree(src, inner, cfg, stderr)
+		return recs
+	}
+	s, key, err := openStore(u, cfg)
 	if err != nil {
 		return []verifyRecord{{Path: u, Error: oneLine(err)}}
 	}
 	ctx := context.Background()
 	if key != "" && !strings.HasSuffix(key, "/") {
 		if _, err := s.Stat(ctx, key); err == nil {
-			return []verifyRecord{verifyOne(u, stderr)}
+			return []verifyRecord{verifyOne(u, cfg, stderr)}
 		}
 		key += "/"
 	}
@@ -286,6 +281,12 @@ func verifyRemote(u string, stderr io.Writer) []verifyRecord {
 		sort.Strings(names)
 		for _, n := range names {
 			info := l.Objects[n]
+			if treeNamed(n, false) {
+				if trs, err := verifyTree(s.Name(info.Key), "", cfg, stderr); !errors.Is(err, pack.ErrFormat) {
+					recs = append(recs, trs...)
+				}
+				continue
+			}
 			if _, ok := all.PlainName(n); !ok {
 				o := s.OpenInfo(info)
 				head := make([]byte, min(info.Size, pack.HeadLen))
@@ -297,7 +298,7 @@ func verifyRemote(u string, stderr io.Writer) []verifyRecord {
 					continue
 				}
 			}
-			recs = append(recs, verifyOne(s.Name(info.Key), stderr))
+			recs = append(recs, verifyOne(s.Name(info.Key), cfg, stderr))
 		}
 		subs := make([]string, 0, len(l.Prefixes))
 		for p := range l.Prefixes {
@@ -305,6 +306,12 @@ func verifyRemote(u string, stderr io.Writer) []verifyRecord {
 		}
 		sort.Strings(subs)
 		for _, p := range subs {
+			if treeNamed(p, true) {
+				if trs, err := verifyTree(s.Name(prefix+p+"/"), "", cfg, stderr); !errors.Is(err, pack.ErrFormat) {
+					recs = append(recs, trs...)
+					continue
+				}
+			}
 			if err := walk(prefix + p + "/"); err != nil {
 				return err
 			}
@@ -320,40 +327,26 @@ func verifyRemote(u string, stderr io.Writer) []verifyRecord {
 	return recs
 }
 
-// packRemote runs pack with an s3:// OUT: the container is written to a
+// runPackRemote runs pack to an s3:// OUT: the container is written to a
 // temporary local file (the writers seek back to fill their headers),
 // then uploaded (in parts when large; a failed upload leaves no object).
-func packRemote(args []string, stdout, stderr io.Writer) error {
-	at := -1
-	for i, a := range args {
-		if remote.IsURL(a) {
-			at = i
-		}
-	}
-	if at < 0 {
-		return cmdPack(args, stdout, stderr)
-	}
-	u := args[at]
-	_, key, ok := remote.ParseURL(u)
-	if !ok || key == "" || strings.HasSuffix(key, "/") {
-		return fmt.Errorf("%w: %s: name the object (s3://BUCKET/KEY)", errUsage, u)
-	}
+func runPackRemote(c *packConfig, stderr io.Writer) error {
+	_, key, _ := remote.ParseURL(c.out) // checked by parsePack
 	tmpDir, err := os.MkdirTemp("", "bloscfs-pack-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmpDir)
-	local := filepath.Join(tmpDir, path.Base(key))
-	a := append([]string(nil), args...)
-	a[at] = local
-	if err := cmdPack(a, stdout, stderr); err != nil {
+	local := *c
+	local.out = filepath.Join(tmpDir, path.Base(key))
+	if err := runPack(&local, stderr); err != nil {
 		return err
 	}
-	s, _, err := openStore(u, nil)
+	s, _, err := openStore(c.out, c.store)
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(local)
+	f, err := os.Open(local.out)
 	if err != nil {
 		return err
 	}
@@ -361,18 +354,18 @@ func packRemote(args []string, stdout, stderr io.Writer) error {
 	return s.Upload(context.Background(), key, f)
 }
 
-// mountRemote mounts s3://BUCKET[/PREFIX] in the foreground process.
-func mountRemote(u, mnt string, o bfs.Options) (*bfs.Server, *bfs.RemoteFS, error) {
-	s, prefix, err := openStore(u, o.Logger)
+// mountRemote mounts s3://BUCKET[/PREFIX] in the foreground process, with
+// the store cfg configures.
+func mountRemote(u, mnt string, o bfs.Options, cfg remote.Config) (*bfs.Server, *bfs.RemoteFS, error) {
+	cfg.Logger = o.Logger
+	s, prefix, err := openStore(u, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	o.FsName = strings.ReplaceAll(u, ",", "_")
 	// The heap also holds fetched ranges and read-ahead GETs in flight.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		if n, err := parseSize(rflags.cacheSize.s); err == nil {
-			rdebug.SetMemoryLimit(o.CacheSize + n + 48<<20)
-		}
+		rdebug.SetMemoryLimit(o.CacheSize + cfg.CacheSize + 48<<20)
 	}
 	return bfs.MountRemote(s, prefix, mnt, o)
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -334,6 +335,28 @@ func TestAttributes(t *testing.T) {
 	names, err := os.ReadDir(m.Dir)
 	if err != nil || len(names) < 100 {
 		t.Errorf("readdir: %d entries, %v", len(names), err)
+	}
+}
+
+// TestMountFlags: the mount flags of -o reach an s3:// mount, as they
+// reach a local one: noatime, nodiratime and noexec show in /proc/mounts,
+// beside ro, nosuid and nodev.
+func TestMountFlags(t *testing.T) {
+	m := mountRemote(t, "s3://"+bucket, "-o", "noatime,nodiratime,noexec")
+	b, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 3 && bfs.UnescapeMount(f[1]) == m.Dir {
+			opts = strings.Split(f[3], ",")
+		}
+	}
+	for _, want := range []string{"ro", "noatime", "nodiratime", "noexec", "nosuid", "nodev"} {
+		if !slices.Contains(opts, want) {
+			t.Errorf("/proc/mounts shows the mount with %v: no %s", opts, want)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
 	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/frame"
 )
@@ -140,7 +141,7 @@ func TestHeadLargeHeader(t *testing.T) {
 		t.Fatalf("b2nd: ok %v after reading %d bytes", ok, read)
 	}
 	h, _, _ := headOf(b, probeHeadLen)
-	if !h.NPY || h.Format != "b2nd" || h.Size != int64(len(frame.NPYHeader("<i4", a.Shape)))+300*7*4 {
+	if !h.NPY || h.Format != "b2nd" || h.Size != int64(len(npy.Header("<i4", a.Shape)))+300*7*4 {
 		t.Fatalf("b2nd head %+v", h)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -230,7 +231,7 @@ func ReadNPYHeader(r io.Reader) (*NPYInfo, error) {
 		return nil, fmt.Errorf("%w: .npy descr is not a simple dtype (structured arrays are not supported): %.80s", pack.ErrUnsupported, dict)
 	}
 	info.Descr = m[1]
-	if info.Itemsize = descrItemsize(info.Descr); info.Itemsize <= 0 {
+	if info.Itemsize = npy.Itemsize(info.Descr); info.Itemsize <= 0 {
 		return nil, fmt.Errorf("%w: dtype %q", pack.ErrUnsupported, info.Descr)
 	}
 	if m := npyOrder().FindStringSubmatch(dict); m == nil || m[1] == "True" {

@@ -31,6 +31,7 @@ import (
 	"sync"
 
 	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -257,7 +258,7 @@ func Head(head []byte, size int64, name string) (pack.Head, error) {
 			return pack.Head{}, f.errf(pack.ErrFormat, "b2nd super-chunk of %d bytes, the geometry needs %d", h.nbytes, a.nchunks*cb)
 		}
 	}
-	npy := int64(len(NPYHeader(a.NPYDescr(), a.Shape))) + a.size*int64(a.Itemsize)
+	npy := int64(len(npy.Header(a.NPYDescr(), a.Shape))) + a.size*int64(a.Itemsize)
 	return pack.Head{Format: "b2nd", Size: npy, NPY: true}, nil
 }
 

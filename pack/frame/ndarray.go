@@ -6,13 +6,11 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"regexp"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -502,7 +500,7 @@ func (f *Frame) NPY() (*NPYView, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &NPYView{c: c, hdr: NPYHeader(f.nd.NPYDescr(), f.nd.Shape)}, nil
+	return &NPYView{c: c, hdr: npy.Header(f.nd.NPYDescr(), f.nd.Shape)}, nil
 }
 
 // Header returns the NPY header bytes.
@@ -520,109 +518,12 @@ func (v *NPYView) Info() pack.Info {
 
 // ReadAt reads NPY bytes.
 func (v *NPYView) ReadAt(p []byte, off int64) (int, error) {
-	return ReadNPYAt(v.c.f.name, v.hdr, v.Size(), p, off, func(q []byte, at int64) error {
+	return npy.ReadAt(v.c.f.name, v.hdr, v.Size(), p, off, func(q []byte, at int64) error {
 		if _, err := v.c.ReadAt(q, at); err != nil && err != io.EOF {
 			return err
 		}
 		return nil
 	})
-}
-
-// ReadNPYAt serves ReadAt of an NPY file of size bytes whose header is
-// hdr: the header from hdr, the rest from data, which reads len(q) bytes
-// of the array data at offset at (past the header). name is for errors.
-func ReadNPYAt(name string, hdr []byte, size int64, p []byte, off int64, data func(q []byte, at int64) error) (int, error) {
-	if off < 0 {
-		return 0, fmt.Errorf("%s: negative offset %d", name, off)
-	}
-	if off >= size {
-		if len(p) == 0 {
-			return 0, nil
-		}
-		return 0, io.EOF
-	}
-	want := len(p)
-	if int64(want) > size-off {
-		p = p[:size-off]
-	}
-	n := 0
-	if hl := int64(len(hdr)); off < hl {
-		n = copy(p, hdr[off:])
-	}
-	if n < len(p) {
-		if err := data(p[n:], off+int64(n)-int64(len(hdr))); err != nil {
-			return 0, err
-		}
-	}
-	if len(p) < want {
-		return len(p), io.EOF
-	}
-	return len(p), nil
-}
-
-// simpleDescr is compiled on first use, not at start.
-var simpleDescr = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^([<>|=]?)([a-zA-Z?])(\d*)(\[[A-Za-z0-9]+\])?$`)
-})
-
-// descrItemsize returns the item size of a simple NumPy dtype string, or
-// -1 when it cannot tell.
-func descrItemsize(s string) int {
-	m := simpleDescr().FindStringSubmatch(s)
-	if m == nil {
-		return -1
-	}
-	n := -1
-	if m[3] != "" {
-		v, err := strconv.Atoi(m[3])
-		if err != nil {
-			return -1
-		}
-		n = v
-	}
-	switch m[2] {
-	case "?":
-		return 1
-	case "b", "i", "u", "f", "c", "S", "a", "V", "M", "m":
-		return n
-	case "U":
-		if n < 0 {
-			return -1
-		}
-		return 4 * n
-	}
-	return -1
-}
-
-// DescrLiteral checks a NumPy dtype as a simple type string ("<f8",
-// "|S5") or a structured list literal ("[('x', '<f8'), ('y', '<i4', (2,))]")
-// and returns the NPY 'descr' literal rebuilt from its parse (never the
-// input copied) and the item size. It fails on anything else, and on a
-// dtype whose item size is unknown or exceeds 2 GiB.
-func DescrLiteral(d string) (string, int, error) {
-	for _, r := range d {
-		if r < 0x20 || r > 0x7E {
-			return "", 0, errDtype
-		}
-	}
-	if strings.HasPrefix(d, "[") {
-		n, err := parseStructuredDtype(d)
-		if err != nil {
-			return "", 0, err
-		}
-		sz := n.itemsize()
-		if sz <= 0 {
-			return "", 0, errDtype
-		}
-		var sb strings.Builder
-		n.literal(&sb)
-		return sb.String(), int(sz), nil
-	}
-	n := descrItemsize(d)
-	if n <= 0 {
-		return "", 0, errDtype
-	}
-	return pyString(d), n, nil
 }
 
 // NPYDescr returns the NPY 'descr' literal of the array: the dtype string
@@ -631,94 +532,10 @@ func DescrLiteral(d string) (string, int, error) {
 // dtype is absent, not NumPy's, not a valid descr, or its item size
 // disagrees with the array's, raw bytes '|V<itemsize>'.
 func (a *Array) NPYDescr() string {
-	raw := fmt.Sprintf("'|V%d'", a.Itemsize)
-	d := a.Dtype
-	if a.DtypeFormat != 0 || d == "" {
-		return raw
-	}
-	for _, r := range d {
-		if r < 0x20 || r > 0x7E {
-			return raw
+	if a.DtypeFormat == 0 && a.Dtype != "" {
+		if d, n, err := npy.DescrLiteral(a.Dtype); err == nil && n == a.Itemsize {
+			return d
 		}
 	}
-	if strings.HasPrefix(d, "[") {
-		n, err := parseStructuredDtype(d)
-		if err != nil || n.itemsize() != int64(a.Itemsize) {
-			return raw
-		}
-		var sb strings.Builder
-		n.literal(&sb)
-		return sb.String()
-	}
-	if n := descrItemsize(d); n == a.Itemsize {
-		return "'" + d + "'"
-	}
-	return raw
-}
-
-// NPYHeader builds an NPY header for a C-order array: magic, version 1.0
-// (2.0 when needed), length, and the dict padded with spaces and a
-// newline to a multiple of 64 bytes.
-func NPYHeader(descr string, shape []int64) []byte {
-	return NPYHeaderOrder(descr, shape, false)
-}
-
-// NPYHeaderOrder builds an NPY header as NPYHeader does, with
-// 'fortran_order' True when fortran is set (the data then follow in
-// Fortran order, as np.save writes an F-contiguous array).
-func NPYHeaderOrder(descr string, shape []int64, fortran bool) []byte {
-	var sb strings.Builder
-	sb.WriteString("{'descr': ")
-	sb.WriteString(descr)
-	if fortran {
-		sb.WriteString(", 'fortran_order': True, 'shape': (")
-	} else {
-		sb.WriteString(", 'fortran_order': False, 'shape': (")
-	}
-	for i, s := range shape {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(strconv.FormatInt(s, 10))
-	}
-	if len(shape) == 1 {
-		sb.WriteString(",")
-	}
-	sb.WriteString("), }")
-	// np.save leaves room for the growth axis (the first, or the last in
-	// Fortran order) to reach 21 digits.
-	if len(shape) > 0 {
-		g := shape[0]
-		if fortran {
-			g = shape[len(shape)-1]
-		}
-		sb.WriteString(strings.Repeat(" ", max(0, 21-len(strconv.FormatInt(g, 10)))))
-	}
-	dict := sb.String()
-	for _, ver := range []byte{1, 2} {
-		pre := 10
-		if ver == 2 {
-			pre = 12
-		}
-		total := pre + len(dict) + 1
-		total += (64 - total%64) % 64
-		hl := total - pre
-		if ver == 1 && hl > 65535 {
-			continue
-		}
-		out := make([]byte, 0, total)
-		out = append(out, "\x93NUMPY"...)
-		out = append(out, ver, 0)
-		if ver == 1 {
-			out = append(out, byte(hl), byte(hl>>8))
-		} else {
-			out = append(out, byte(hl), byte(hl>>8), byte(hl>>16), byte(hl>>24))
-		}
-		out = append(out, dict...)
-		for len(out) < total-1 {
-			out = append(out, ' ')
-		}
-		return append(out, '\n')
-	}
-	panic("unreachable")
+	return fmt.Sprintf("'|V%d'", a.Itemsize)
 }

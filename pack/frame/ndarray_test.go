@@ -15,6 +15,7 @@ import (
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/bloscfs/bloscfs/pack"
 )
 
@@ -259,37 +260,10 @@ func TestCOrderGeometries(t *testing.T) {
 					t.Fatalf("ReadAt(%d, %d): %v", n, off, err)
 				}
 			}
-			if !strings.Contains(string(NPYHeader(f.Array().NPYDescr(), c.shape)), "'shape': (") {
+			if !strings.Contains(string(npy.Header(f.Array().NPYDescr(), c.shape)), "'shape': (") {
 				t.Fatal("bad NPY header")
 			}
 		})
-	}
-}
-
-// TestNPYHeader checks the header text and padding.
-func TestNPYHeader(t *testing.T) {
-	cases := []struct {
-		shape []int64
-		want  string
-	}{
-		{[]int64{123, 45}, "{'descr': '<f8', 'fortran_order': False, 'shape': (123, 45), }"},
-		{[]int64{1000}, "{'descr': '<f8', 'fortran_order': False, 'shape': (1000,), }"},
-		{nil, "{'descr': '<f8', 'fortran_order': False, 'shape': (), }"},
-	}
-	for _, c := range cases {
-		h := NPYHeader("'<f8'", c.shape)
-		if len(h)%64 != 0 || h[len(h)-1] != '\n' || int(h[8])|int(h[9])<<8 != len(h)-10 {
-			t.Errorf("header %q: bad length or padding", h)
-		}
-		if got := strings.TrimRight(string(h[10:]), " \n"); got != c.want {
-			t.Errorf("dict %q, want %q", got, c.want)
-		}
-	}
-	// A descr too long for version 1.0 switches to 2.0.
-	long := "[" + strings.Repeat("('abcdefghij', '<f8'), ", 4000) + "]"
-	h := NPYHeader(long, []int64{3})
-	if h[6] != 2 || len(h)%64 != 0 || int(h[8])|int(h[9])<<8|int(h[10])<<16|int(h[11])<<24 != len(h)-12 {
-		t.Fatalf("v2 header: version %d, length %d", h[6], len(h))
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/bloscfs/bloscfs/blosc"
-	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/npy"
 	"github.com/klauspost/compress/gzip"
 )
 
@@ -260,5 +260,5 @@ func WriteGoodZarr(dir string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return append(frame.NPYHeader("'<f8'", []int64{n}), data...), nil
+	return append(npy.Header("'<f8'", []int64{n}), data...), nil
 }

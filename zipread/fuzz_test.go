@@ -1,0 +1,60 @@
+package zipread
+
+import (
+	"archive/zip"
+	"bytes"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
+)
+
+// FuzzOpen opens arbitrary bytes as an archive and reads up to 64 of
+// its members whole (each at most 64 KiB) and in place. Nothing may
+// panic or allocate past the bound of every parser's fuzz target, and a
+// member that reads must read as archive/zip reads it.
+func FuzzOpen(f *testing.F) {
+	for _, path := range fixtures(f) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add(build(f, []zm{{name: "a", data: []byte("abc")}, {name: "a", data: []byte("d")}, {name: "../x", data: []byte("e")}}, nil))
+	f.Add(build(f, []zm{{name: "x", data: deflate(f, make([]byte, 1<<20)), method: Deflate, plain: []byte("tiny")}}, nil))
+	f.Add(build(f, []zm{{name: "x", data: []byte("xx")}, {name: "y", data: []byte("y"), hdrOf: 1}}, nil))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		mem := testkit.StartAlloc()
+		defer mem.Check(t, len(data), 0)
+		a, err := Open(bytes.NewReader(data), int64(len(data)), "fuzz")
+		if err != nil {
+			return
+		}
+		zr, zerr := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+		for i := range min(a.Len(), 64) {
+			m := a.Member(i)
+			got, err := a.ReadFile(i, 64<<10)
+			if err == nil && zerr == nil && i < len(zr.File) && zr.File[i].Name == m.Name {
+				if rc, err := zr.File[i].Open(); err == nil {
+					want, err := io.ReadAll(io.LimitReader(rc, 64<<10+1))
+					rc.Close()
+					if err == nil && !bytes.Equal(got, want) {
+						t.Fatalf("member %q: %d bytes, archive/zip reads %d", m.Name, len(got), len(want))
+					}
+				}
+			}
+			if r, err := a.Open(i); err == nil {
+				p := make([]byte, min(r.Size(), 4096))
+				n, err := r.ReadAt(p, r.Size()-int64(len(p)))
+				if err == nil && got != nil && !bytes.Equal(p[:n], got[len(got)-n:]) {
+					t.Fatalf("member %q: ReadAt and ReadFile differ", m.Name)
+				}
+			}
+		}
+		for _, p := range []string{"", "a", "a/b"} {
+			a.List(p)
+		}
+	})
+}

@@ -1,0 +1,461 @@
+package zipread
+
+import (
+	"archive/zip"
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"testing/iotest"
+)
+
+// counting is an io.ReaderAt that counts its reads, as an object store
+// would count ranged GETs.
+type counting struct {
+	b     []byte
+	reads atomic.Int64
+	bytes atomic.Int64
+}
+
+func (c *counting) ReadAt(p []byte, off int64) (int, error) {
+	c.reads.Add(1)
+	c.bytes.Add(int64(len(p)))
+	if off < 0 || off > int64(len(c.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, c.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func fixtures(t testing.TB) []string {
+	t.Helper()
+	names, err := filepath.Glob("testdata/*.zip")
+	if err != nil || len(names) < 5 {
+		t.Fatalf("the zip fixtures (testdata/gen.py): %v %v", names, err)
+	}
+	return names
+}
+
+// TestFixtures reads every member of every fixture written by Python's
+// zipfile (ZIP64 extra fields in the local headers only, deflated
+// members, data descriptors, a stub before the archive, ZIP64 end
+// records) and compares it with archive/zip's reading.
+func TestFixtures(t *testing.T) {
+	for _, path := range fixtures(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &counting{b: b}
+			a, err := Open(c, int64(len(b)), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := c.reads.Load(); n != 1 {
+				t.Errorf("Open made %d reads, want 1 (the suffix holds the directory)", n)
+			}
+			if a.Len() != len(zr.File) {
+				t.Fatalf("%d members, archive/zip finds %d", a.Len(), len(zr.File))
+			}
+			for i, zf := range zr.File {
+				m := a.Member(i)
+				if m.Name != zf.Name || m.Size != int64(zf.UncompressedSize64) || m.CRC32 != zf.CRC32 || m.Err != nil {
+					t.Fatalf("member %d: %+v, archive/zip: %s %d %08x", i, m, zf.Name, zf.UncompressedSize64, zf.CRC32)
+				}
+				if k, ok := a.Lookup(zf.Name); !ok || k != i {
+					t.Fatalf("Lookup(%q) = %d %v, want %d", zf.Name, k, ok, i)
+				}
+				rc, err := zf.Open()
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := io.ReadAll(rc)
+				rc.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := a.ReadFile(i, 1<<20)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("ReadFile(%s): %d bytes, %v; want %d bytes", zf.Name, len(got), err, len(want))
+				}
+				r, err := a.Open(i)
+				if zf.Method != zip.Store {
+					if !errors.Is(err, ErrUnsupported) {
+						t.Fatalf("Open of deflated %s: %v, want ErrUnsupported", zf.Name, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A fresh archive for the byte-wise reads, so that they
+				// resolve the member themselves.
+				a2, err := Open(bytes.NewReader(b), int64(len(b)), path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r2, _ := a2.Open(i)
+				if err := iotest.TestReader(io.NewSectionReader(r2, 0, r2.Size()), want); err != nil {
+					t.Fatalf("%s: %v", zf.Name, err)
+				}
+				_ = r
+			}
+		})
+	}
+}
+
+// TestFirstReads checks what the first read of a stored member costs:
+// near its start, one read with the local header; elsewhere, the local
+// header and then the data; once resolved, one read each.
+func TestFirstReads(t *testing.T) {
+	b, err := os.ReadFile("testdata/zip64.zip") // local extra fields longer than the central ones
+	if err != nil {
+		t.Fatal(err)
+	}
+	const member = "a/c/0/0" // 70,000 bytes
+	want := payload(70000, 1)
+	big := make([]byte, 0, 1<<21)
+	for i := range 1 << 21 {
+		big = append(big, byte(i*13))
+	}
+	for _, tc := range []struct {
+		name      string
+		data      []byte
+		file      []byte
+		off, n    int64
+		reads     int64
+		thenReads int64
+	}{
+		{"start", want, b, 0, 4096, 1, 1},
+		{"end", want, b, 70000 - 4096, 4096, 1, 1}, // near the start too: 70,000 bytes
+		{"whole", want, b, 0, 70000, 1, 1},
+		{"big start", big, storedZip(t, big), 0, 4096, 1, 1},
+		{"big end", big, storedZip(t, big), int64(len(big)) - 4096, 4096, 2, 1},
+		{"big middle", big, storedZip(t, big), 1 << 20, 4096, 2, 1},
+		{"big last byte", big, storedZip(t, big), int64(len(big)) - 1, 1, 2, 1},
+		// Bytes between the data and the next record (nothing in the
+		// directory says so): the data is where the local header says.
+		{"gap end", big, build(t, []zm{{name: "a/c/0/0", data: big, gap: []byte("garbage!")}, {name: "z", data: []byte("z")}}, nil), int64(len(big)) - 4096, 4096, 2, 1},
+		{"gap last member", big, build(t, []zm{{name: "z", data: []byte("z")}, {name: "a/c/0/0", data: big, gap: []byte("garbage!")}}, nil), int64(len(big)) - 100, 100, 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &counting{b: tc.file}
+			a, err := Open(c, int64(len(tc.file)), tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i, ok := a.Lookup(member)
+			if !ok {
+				t.Fatal("no member")
+			}
+			r, err := a.Open(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, wantReads := range []int64{tc.reads, tc.thenReads} {
+				c.reads.Store(0)
+				p := make([]byte, tc.n)
+				n, err := r.ReadAt(p, tc.off)
+				if err != nil && !(err == io.EOF && tc.off+tc.n == int64(len(tc.data))) {
+					t.Fatal(err)
+				}
+				if int64(n) != tc.n || !bytes.Equal(p, tc.data[tc.off:tc.off+tc.n]) {
+					t.Fatalf("read %d: wrong bytes (%d)", k, n)
+				}
+				if got := c.reads.Load(); got != wantReads {
+					t.Errorf("read %d cost %d reads of the archive, want %d", k, got, wantReads)
+				}
+			}
+		})
+	}
+}
+
+// storedZip writes data as the stored member "a/c/0/0" between two
+// others, with Python's layout: no data descriptor.
+func storedZip(t testing.TB, data []byte) []byte {
+	return build(t, []zm{{name: "zarr.json", data: []byte("{}")}, {name: "a/c/0/0", data: data}, {name: "z", data: []byte("tail")}}, nil)
+}
+
+func payload(n, seed int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte((i*7 + seed) % 251)
+	}
+	return b
+}
+
+// zm is one member of an archive the tests build by hand, with every
+// field open to a lie.
+type zm struct {
+	name         string
+	data         []byte // what the member's data bytes are
+	method       uint16
+	flags        uint16
+	usize        int64 // 0: len of the plain data
+	crc          *uint32
+	localExtra   []byte
+	centralExtra []byte
+	hdrOf        int    // ≥ 1: the central entry points at member hdrOf-1's local header
+	localName    string // the local header's name, when it differs
+	plain        []byte // the plain bytes (for usize and crc) when data is compressed
+	gap          []byte // bytes after the data, before the next record
+}
+
+// edits of the end records
+type zedit struct {
+	cdOffset *uint32
+	count    *uint16
+}
+
+func build(t testing.TB, ms []zm, ed *zedit) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	offs := make([]int64, len(ms))
+	le := binary.LittleEndian
+	for i, m := range ms {
+		offs[i] = int64(out.Len())
+		plain := m.plain
+		if plain == nil {
+			plain = m.data
+		}
+		name := m.name
+		if m.localName != "" {
+			name = m.localName
+		}
+		h := make([]byte, localLen)
+		le.PutUint32(h, sigLocal)
+		le.PutUint16(h[4:], 20)
+		le.PutUint16(h[6:], m.flags)
+		le.PutUint16(h[8:], m.method)
+		le.PutUint32(h[14:], crc32.ChecksumIEEE(plain))
+		le.PutUint32(h[18:], uint32(len(m.data)))
+		le.PutUint32(h[22:], uint32(len(plain)))
+		le.PutUint16(h[26:], uint16(len(name)))
+		le.PutUint16(h[28:], uint16(len(m.localExtra)))
+		out.Write(h)
+		out.WriteString(name)
+		out.Write(m.localExtra)
+		out.Write(m.data)
+		out.Write(m.gap)
+	}
+	cd := out.Len()
+	for i, m := range ms {
+		plain := m.plain
+		if plain == nil {
+			plain = m.data
+		}
+		usize := int64(len(plain))
+		if m.usize != 0 {
+			usize = m.usize
+		}
+		crc := crc32.ChecksumIEEE(plain)
+		if m.crc != nil {
+			crc = *m.crc
+		}
+		off := offs[i]
+		if m.hdrOf > 0 {
+			off = offs[m.hdrOf-1]
+		}
+		h := make([]byte, centralLen)
+		le.PutUint32(h, sigCentral)
+		le.PutUint16(h[4:], 20)
+		le.PutUint16(h[6:], 20)
+		le.PutUint16(h[8:], m.flags)
+		le.PutUint16(h[10:], m.method)
+		le.PutUint32(h[16:], crc)
+		le.PutUint32(h[20:], uint32(len(m.data)))
+		le.PutUint32(h[24:], uint32(usize))
+		le.PutUint16(h[28:], uint16(len(m.name)))
+		le.PutUint16(h[30:], uint16(len(m.centralExtra)))
+		le.PutUint32(h[42:], uint32(off))
+		out.Write(h)
+		out.WriteString(m.name)
+		out.Write(m.centralExtra)
+	}
+	e := make([]byte, endLen)
+	le.PutUint32(e, sigEnd)
+	le.PutUint16(e[8:], uint16(len(ms)))
+	le.PutUint16(e[10:], uint16(len(ms)))
+	le.PutUint32(e[12:], uint32(out.Len()-cd))
+	le.PutUint32(e[16:], uint32(cd))
+	if ed != nil && ed.cdOffset != nil {
+		le.PutUint32(e[16:], *ed.cdOffset)
+	}
+	if ed != nil && ed.count != nil {
+		le.PutUint16(e[8:], *ed.count)
+		le.PutUint16(e[10:], *ed.count)
+	}
+	out.Write(e)
+	return out.Bytes()
+}
+
+func deflate(t testing.TB, b []byte) []byte {
+	var buf bytes.Buffer
+	w, _ := flate.NewWriter(&buf, 9)
+	w.Write(b)
+	w.Close()
+	return buf.Bytes()
+}
+
+func u32(v uint32) *uint32 { return &v }
+func u16(v uint16) *uint16 { return &v }
+
+// TestHostile feeds the directory and the members lies: each refused
+// member gives a clear error naming the archive and the member, and the
+// others still read.
+func TestHostile(t *testing.T) {
+	good := zm{name: "good", data: []byte("good bytes")}
+	zeros := make([]byte, 64<<20)
+	bomb := deflate(t, zeros)
+	longExtra := make([]byte, 1000) // a local extra field far longer than the central one
+	binary.LittleEndian.PutUint16(longExtra, 0xcafe)
+	binary.LittleEndian.PutUint16(longExtra[2:], 996)
+	for _, tc := range []struct {
+		name    string
+		ms      []zm
+		ed      *zedit
+		open    error // Open fails
+		member  string
+		readErr error // reading member fails
+		want    []byte
+	}{
+		{name: "encrypted", ms: []zm{good, {name: "x", data: []byte("secret"), flags: 1}}, member: "x", readErr: ErrUnsupported},
+		{name: "method bzip2", ms: []zm{good, {name: "x", data: []byte("BZh9"), method: 12}}, member: "x", readErr: ErrUnsupported},
+		{name: "dotdot", ms: []zm{good, {name: "a/../../etc/passwd", data: []byte("x")}}, member: "a/../../etc/passwd", readErr: ErrUnsafe},
+		{name: "absolute", ms: []zm{good, {name: "/etc/passwd", data: []byte("x")}}, member: "/etc/passwd", readErr: ErrUnsafe},
+		{name: "backslash", ms: []zm{good, {name: `a\..\b`, data: []byte("x")}}, member: `a\..\b`, readErr: ErrUnsafe},
+		{name: "duplicate", ms: []zm{good, {name: "x", data: []byte("one")}, {name: "x", data: []byte("two")}}, member: "x", readErr: ErrUnsafe},
+		{name: "overlap", ms: []zm{good, {name: "x", data: bytes.Repeat([]byte("x"), 100)}, {name: "y", data: []byte("y"), hdrOf: 2}}, member: "x", readErr: ErrUnsafe},
+		{name: "overlap other", ms: []zm{good, {name: "x", data: bytes.Repeat([]byte("x"), 100)}, {name: "y", data: []byte("y"), hdrOf: 2}}, member: "y", readErr: ErrUnsafe},
+		{name: "stored sizes differ", ms: []zm{good, {name: "x", data: []byte("abc"), usize: 1 << 30}}, member: "x", readErr: ErrUnsafe},
+		{name: "deflate bomb", ms: []zm{good, {name: "x", data: bomb, method: Deflate, plain: []byte("tiny")}}, member: "x", readErr: ErrFormat},
+		{name: "deflate past the limit", ms: []zm{good, {name: "x", data: bomb, method: Deflate, plain: zeros}}, member: "x", readErr: ErrTooLarge},
+		{name: "crc", ms: []zm{good, {name: "x", data: []byte("abc"), crc: u32(1)}}, member: "x", readErr: ErrFormat},
+		{name: "local name differs", ms: []zm{good, {name: "x", data: []byte("abc"), localName: "y"}}, member: "x", readErr: ErrFormat},
+		{name: "local extra longer", ms: []zm{good, {name: "x", data: []byte("abc"), localExtra: longExtra}}, member: "x", want: []byte("abc")},
+		{name: "directory past the end", ms: []zm{good}, ed: &zedit{cdOffset: u32(1 << 30)}, open: ErrFormat},
+		{name: "count past the directory", ms: []zm{good}, ed: &zedit{count: u16(60000)}, open: ErrFormat},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := build(t, tc.ms, tc.ed)
+			a, err := Open(bytes.NewReader(b), int64(len(b)), "hostile.zip")
+			if tc.open != nil {
+				if !errors.Is(err, tc.open) || !bytes.Contains([]byte(err.Error()), []byte("hostile.zip")) {
+					t.Fatalf("Open: %v, want %v naming the archive", err, tc.open)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, ok := a.Lookup("good")
+			if !ok {
+				t.Fatal("good member not found")
+			}
+			if got, err := a.ReadFile(g, 1<<20); err != nil || string(got) != "good bytes" {
+				t.Fatalf("the good member: %q %v", got, err)
+			}
+			i, ok := a.Lookup(tc.member)
+			if !ok {
+				t.Fatalf("member %q not found", tc.member)
+			}
+			got, err := a.ReadFile(i, 1<<20)
+			if tc.readErr == nil {
+				if err != nil || !bytes.Equal(got, tc.want) {
+					t.Fatalf("ReadFile: %q %v, want %q", got, err, tc.want)
+				}
+				r, err := a.Open(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := iotest.TestReader(io.NewSectionReader(r, 0, r.Size()), tc.want); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.readErr) {
+				t.Fatalf("ReadFile: %v, want %v", err, tc.readErr)
+			}
+			if msg := err.Error(); !bytes.Contains([]byte(msg), []byte("hostile.zip")) || !bytes.Contains([]byte(msg), []byte(tc.member)) {
+				t.Fatalf("the error %q does not name the archive and the member", msg)
+			}
+			if m := a.Member(i); tc.readErr != ErrFormat && tc.readErr != ErrTooLarge && m.Err == nil {
+				t.Fatalf("Member(%d).Err is nil", i)
+			}
+			if _, err := a.Open(i); tc.readErr != ErrFormat && tc.readErr != ErrTooLarge && err == nil {
+				t.Fatal("Open of a refused member worked")
+			}
+		})
+	}
+}
+
+// TestTruncated opens every prefix of a fixture: nothing panics, and
+// a prefix that opens reads each member right or fails.
+func TestTruncated(t *testing.T) {
+	b, err := os.ReadFile("testdata/deflated.zip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := Open(bytes.NewReader(b), int64(len(b)), "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range len(b) {
+		a, err := Open(bytes.NewReader(b[:n]), int64(n), "cut")
+		if err != nil {
+			continue
+		}
+		for i := range a.Len() {
+			got, err := a.ReadFile(i, 1<<20)
+			if err != nil {
+				continue
+			}
+			want, _ := full.ReadFile(i, 1<<20)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("prefix %d: member %d reads wrong", n, i)
+			}
+		}
+	}
+}
+
+func TestList(t *testing.T) {
+	b := build(t, []zm{
+		{name: "zarr.json"}, {name: "a/zarr.json"}, {name: "a/c/0/0"}, {name: "a/c/0/1"},
+		{name: "a.b/x"}, {name: "a0"}, {name: "b/deep/x"}, {name: "dir/"}, {name: "../evil"},
+	}, nil)
+	a, err := Open(bytes.NewReader(b), int64(len(b)), "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"", []string{"a.b/", "a/", "a0", "b/", "dir/", "zarr.json"}},
+		{"a", []string{"c/", "zarr.json"}},
+		{"a/", []string{"c/", "zarr.json"}},
+		{"a/c/0", []string{"0", "1"}},
+		{"b", []string{"deep/"}},
+		{"dir", nil},
+		{"nothing", nil},
+	} {
+		if got := a.List(tc.prefix); !slices.Equal(got, tc.want) {
+			t.Errorf("List(%q) = %q, want %q", tc.prefix, got, tc.want)
+		}
+	}
+}
