@@ -160,3 +160,42 @@ func TestUnshufflePlanes(t *testing.T) {
 		}
 	}
 }
+
+// TestUnshufflePlanesRows checks UnshufflePlanesRows against a call of
+// UnshufflePlanes per row, for rows shorter and longer than the kernel's
+// group, at strides that leave gaps between them (as an N-D view's rows
+// of one chunk) or none, for typesizes with and without a fast kernel;
+// nothing outside the rows is written.
+func TestUnshufflePlanesRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, ts := range []int{1, 2, 3, 4, 8, 16} {
+		for _, n := range []int{31, 32, 33, 64, 100, 200, 1000, 4096} {
+			planes, _ := randomShuffled(rng, n, ts)
+			for range 40 {
+				m := 1 + rng.IntN(min(n, 200))
+				if rng.IntN(3) == 0 {
+					m = min(n, 32*(1+rng.IntN(3))+rng.IntN(3)-1)
+				}
+				skip := m + rng.IntN(8)
+				if rng.IntN(4) == 0 {
+					skip = m
+				}
+				rows := 1 + rng.IntN(max((n-m)/skip, 0)+1)
+				e := rng.IntN(n - m - (rows-1)*skip + 1)
+				stride := m*ts + rng.IntN(3)*ts*7
+				size := (rows-1)*stride + m*ts + 16
+				got, want := make([]byte, size), make([]byte, size)
+				for i := range got {
+					got[i], want[i] = 0xa5, 0xa5
+				}
+				for r := range rows {
+					UnshufflePlanes(want[r*stride:r*stride+m*ts], planes, ts, n, e+r*skip, m)
+				}
+				UnshufflePlanesRows(got[:size-16], stride, planes, ts, n, e, m, rows, skip)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("typesize %d, %d rows of %d items from %d (skip %d) of %d, stride %d: wrong bytes", ts, rows, m, e, skip, n, stride)
+				}
+			}
+		}
+	}
+}
