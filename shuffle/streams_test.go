@@ -115,6 +115,41 @@ func BenchmarkUnshuffleStreams(b *testing.B) {
 	}
 }
 
+// BenchmarkUnshufflePlanesRows unshuffles the rows a READ of an N-D
+// view takes of a block kept as byte planes: a 512 KiB float32 block as
+// 728 rows of 180 items (a (24, 90, 180) chunk's rows), to rows 2880
+// bytes apart (its view's), one call per row (UnshufflePlanes) and one
+// call for them all; the whole block at once for comparison.
+func BenchmarkUnshufflePlanesRows(b *testing.B) {
+	const t, n, row, stride = 4, 128 << 10, 180, 2880
+	rows := n / row
+	planes := make([]byte, t*n)
+	for i := range planes {
+		planes[i] = byte(i * 7)
+	}
+	dst := make([]byte, (rows-1)*stride+row*t)
+	b.Run("per-row", func(b *testing.B) {
+		b.SetBytes(int64(rows * row * t))
+		for b.Loop() {
+			for r := range rows {
+				UnshufflePlanes(dst[r*stride:r*stride+row*t], planes, t, n, r*row, row)
+			}
+		}
+	})
+	b.Run("rows", func(b *testing.B) {
+		b.SetBytes(int64(rows * row * t))
+		for b.Loop() {
+			UnshufflePlanesRows(dst, stride, planes, t, n, 0, row, rows, row)
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		b.SetBytes(int64(t * n))
+		for b.Loop() {
+			UnshufflePlanes(dst[:t*n], planes, t, n, 0, n)
+		}
+	})
+}
+
 // randomShuffled returns n random elements of ts bytes in shuffled form,
 // and their unshuffled form, from Unshuffle.
 func randomShuffled(rng *rand.Rand, n, ts int) (shuffled, want []byte) {
