@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"iter"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -45,6 +46,10 @@ var (
 	// not parse), or a member whose bytes do not match its directory
 	// entry (its local header, its size, its CRC-32).
 	ErrFormat = errors.New("not a valid ZIP archive")
+	// ErrNoArchive reports bytes with no ZIP archive at their end (no
+	// end of central directory record): a file that is not a ZIP
+	// archive, or one cut short. It comes with ErrFormat.
+	ErrNoArchive = errors.New("no ZIP archive")
 	// ErrUnsupported reports a valid archive or member this package does
 	// not read: split archives, encrypted members, methods other than
 	// stored and deflate.
@@ -196,7 +201,7 @@ func Open(r io.ReaderAt, size int64, name string) (*Archive, error) {
 
 func (a *Archive) readDirectory() error {
 	if a.size < endLen {
-		return fmt.Errorf("%w: %d bytes, shorter than an end record", ErrFormat, a.size)
+		return fmt.Errorf("%w: %w: %d bytes, shorter than an end record", ErrFormat, ErrNoArchive, a.size)
 	}
 	tailStart := max(a.size-SuffixSize, 0)
 	tail := make([]byte, a.size-tailStart)
@@ -205,7 +210,7 @@ func (a *Archive) readDirectory() error {
 	}
 	e := findEnd(tail)
 	if e < 0 {
-		return fmt.Errorf("%w: no end of central directory record", ErrFormat)
+		return fmt.Errorf("%w: %w: no end of central directory record", ErrFormat, ErrNoArchive)
 	}
 	endPos := tailStart + int64(e)
 	d := tail[e:]
@@ -538,6 +543,23 @@ func (a *Archive) List(prefix string) []string {
 		})
 	}
 	return out
+}
+
+// Under returns the indexes of the members whose names start with
+// prefix (all of them for ""), in name order: the members below a
+// directory "a/b/", say.
+func (a *Archive) Under(prefix string) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		k, _ := slices.BinarySearchFunc(a.sorted, prefix, func(i uint32, n string) int {
+			return bytes.Compare(a.nameOf(int(i)), []byte(n))
+		})
+		for ; k < len(a.sorted); k++ {
+			i := int(a.sorted[k])
+			if !bytes.HasPrefix(a.nameOf(i), []byte(prefix)) || !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 // usable returns member i's entry, or why it cannot be read.
