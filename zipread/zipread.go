@@ -519,7 +519,7 @@ func (a *Archive) List(prefix string) []string {
 			break
 		}
 		rest := name[len(prefix):]
-		if len(rest) == 0 || a.ents[a.sorted[k]].bad == badName {
+		if len(rest) == 0 || !cleanName(name) {
 			k++
 			continue
 		}
@@ -647,6 +647,12 @@ func (a *Archive) ReadFile(i int, max int64) ([]byte, error) {
 	if e.method == Deflate && e.csize > e.usize+e.usize/1024+1024 {
 		return nil, fmt.Errorf("%s: %s: %w: %d compressed bytes for %d", a.name, name, ErrFormat, e.csize, e.usize)
 	}
+	// Nor can it shrink input by more than 1032 to 1 (a 258-byte match
+	// in two bits): a member that claims more is refused before its
+	// size is allocated (a few bytes claiming 64 MiB each, many times).
+	if e.method == Deflate && e.usize > maxInflated(e.csize) {
+		return nil, fmt.Errorf("%s: %s: %w: %d compressed bytes cannot inflate to %d", a.name, name, ErrFormat, e.csize, e.usize)
+	}
 	var raw []byte
 	if d := e.data.Load(); d != 0 {
 		raw = make([]byte, e.csize)
@@ -689,6 +695,14 @@ func (a *Archive) ReadFile(i int, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %s: %w: CRC-32 %08x, the directory says %08x", a.name, name, ErrFormat, got, e.crc)
 	}
 	return out, nil
+}
+
+// maxInflated is the most that n bytes of deflate can inflate to.
+func maxInflated(n int64) int64 {
+	if n > (1<<62)/1032 {
+		return 1 << 62
+	}
+	return 1032*n + 1024
 }
 
 // Open returns a reader of stored member i's bytes, read in place.

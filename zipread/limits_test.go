@@ -3,6 +3,7 @@ package zipread
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -52,5 +53,54 @@ func TestNoArchive(t *testing.T) {
 	b := build(t, []zm{{name: "a", data: []byte("a")}}, &zedit{cdOffset: &off})
 	if _, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip"); errors.Is(err, ErrNoArchive) || !errors.Is(err, ErrFormat) {
 		t.Errorf("a directory past the end: %v, want ErrFormat without ErrNoArchive", err)
+	}
+}
+
+// TestInflateClaim: a deflated member that claims more than deflate can
+// make of its bytes (1032 to 1) is refused before its size is
+// allocated; one at deflate's best ratio reads.
+func TestInflateClaim(t *testing.T) {
+	zeros := make([]byte, 8<<20)
+	b := build(t, []zm{
+		{name: "liar", data: []byte{3, 0}, method: Deflate, plain: []byte{}, usize: 64 << 20},
+		{name: "zeros", data: deflate(t, zeros), method: Deflate, plain: zeros},
+	}, nil)
+	a, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	before := m.TotalAlloc
+	if _, err := a.ReadFile(0, 1<<30); !errors.Is(err, ErrFormat) {
+		t.Errorf("liar: %v, want ErrFormat", err)
+	}
+	runtime.ReadMemStats(&m)
+	if n := m.TotalAlloc - before; n > 1<<20 {
+		t.Errorf("refusing the liar allocated %d bytes", n)
+	}
+	if got, err := a.ReadFile(1, 1<<30); err != nil || !bytes.Equal(got, zeros) {
+		t.Errorf("zeros: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestListUnclean: a name that is not a clean relative path is never
+// listed, whatever else is wrong with its member (a duplicate, bytes
+// shared with another).
+func TestListUnclean(t *testing.T) {
+	b := build(t, []zm{
+		{name: "../x", data: []byte("a")}, {name: "../x", data: []byte("b")},
+		{name: "a/../../y", data: []byte("c")}, {name: "z", data: []byte("d"), hdrOf: 3},
+		{name: "ok", data: []byte("e")},
+	}, nil)
+	a, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.List(""); !slices.Equal(got, []string{"ok", "z"}) {
+		t.Errorf("List(\"\") = %q", got)
+	}
+	if got := a.List("a"); len(got) != 0 {
+		t.Errorf("List(\"a\") = %q", got)
 	}
 }
