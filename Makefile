@@ -37,6 +37,7 @@ FUZZ_TARGETS := \
 	./zarr:FuzzMeta \
 	./zarr:FuzzShardIndex \
 	./zarr:FuzzZarrRead \
+	./zarr:FuzzZipTree \
 	./npy:FuzzDescrLiteral \
 	./zipread:FuzzOpen
 
