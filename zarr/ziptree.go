@@ -57,7 +57,25 @@ func init() {
 		Open: func(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (pack.Tree, error) {
 			return OpenZipTree(r, size, name, cache)
 		},
+		RootNames: zipRootNames,
+		RootView:  RootArrayName,
 	})
+}
+
+// zipRootNames returns the names of the archives whose root array is
+// shown as view (x.zip, x.ozx, x.zarr.zip, x.zarr.ozx for x.npy).
+func zipRootNames(view string) []string {
+	stem, ok := strings.CutSuffix(view, ".npy")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, c := range []string{stem, stem + ".zip", stem + ".ozx", stem + ".zarr.zip", stem + ".zarr.ozx"} {
+		if _, ok := pack.TreeFormatFor(c, false); ok && RootArrayName(c) == view {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // ZipTree is an opened zipped Zarr store. It is safe for concurrent
@@ -72,7 +90,9 @@ type ZipTree struct {
 	dirs     map[string]*zipDir   // listings by folder ("" the root)
 	levels   map[string]*zipLevel // consolidated metadata by folder
 	problems []error
-	dropped  int // problems past maxProblems
+	seen     map[string]bool // the problems' texts
+	dropped  int             // problems past maxProblems
+	names    int64           // bytes of the members' names
 }
 
 // zipNode is one entry of the tree.
@@ -194,13 +214,22 @@ func zipRoot(a *zipread.Archive) (string, bool) {
 	return "", false
 }
 
-// refused records the members the archive refuses (each read of one is
-// an error too), and those whose name cannot be shown.
+// refused records the members the archive refuses whose names cannot be
+// shown (".." or a leading "/"): a refused member that is shown (an
+// encrypted chunk, a name given twice) is an error, and a log line, when
+// it is read. It counts the bytes of the names, for MemSize.
 func (t *ZipTree) refused(a *zipread.Archive) {
 	for i := range a.Len() {
-		if m := a.Member(i); m.Err != nil {
-			t.problem(fmt.Errorf("%s: %q: %w", t.name, m.Name, m.Err))
+		m := a.Member(i)
+		t.names += int64(len(m.Name))
+		if m.Err == nil || ValidKey(strings.TrimSuffix(m.Name, "/")) {
+			continue
 		}
+		if len(t.problems) >= maxProblems-1 {
+			t.dropped++ // not formatted: a hostile archive may have millions
+			continue
+		}
+		t.problem(note(fmt.Errorf("%s: %q: left out: %w", t.name, m.Name, m.Err)))
 	}
 }
 
@@ -208,24 +237,42 @@ func (t *ZipTree) refused(a *zipread.Archive) {
 func (t *ZipTree) problem(err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, p := range t.problems {
-		if p.Error() == err.Error() {
-			return
-		}
-	}
-	if len(t.problems) < maxProblems-1 {
-		t.problems = append(t.problems, err)
+	if len(t.problems) >= maxProblems-1 {
+		t.dropped++
 		return
 	}
-	t.dropped++
+	if t.seen == nil {
+		t.seen = map[string]bool{}
+	}
+	if msg := err.Error(); !t.seen[msg] {
+		t.seen[msg] = true
+		t.problems = append(t.problems, err)
+	}
 }
 
-// Problems returns the problems found so far: the members the archive
-// refuses (encrypted, an unknown method, an unsafe or duplicate name,
-// overlapping bytes), found when it is opened, and the arrays shown as
-// folders and the consolidated metadata not used, found when their
-// directory is first listed. Each names the archive and the member or
-// folder.
+// note marks a problem that is a feature not read (an encrypted member,
+// an unknown method, codec or dtype) as pack.ErrUnsupported, which verify
+// reports as a note; any other problem is a defect of the archive.
+func note(err error) error {
+	if errors.Is(err, zipread.ErrUnsupported) || errors.Is(err, ErrUnsupported) {
+		return noteError{err}
+	}
+	return err
+}
+
+// noteError is a problem that is also pack.ErrUnsupported.
+type noteError struct{ error }
+
+func (e noteError) Unwrap() []error { return []error{e.error, pack.ErrUnsupported} }
+
+// Problems returns the problems found so far: the members left out for
+// their names (".." or a leading "/"), found when the archive is
+// opened, and the arrays shown as folders, the consolidated metadata not
+// used and the members hidden by a folder of their name, found when
+// their directory is first listed. Each names the archive and the
+// member or folder. (A member refused for what it is — encrypted, an
+// unknown method, a name given twice, bytes shared with another — is an
+// error naming it when it is read.)
 func (t *ZipTree) Problems() []error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -239,6 +286,20 @@ func (t *ZipTree) Problems() []error {
 // Root describes the top of the tree: a group's directory (Name "") or
 // the root array's file.
 func (t *ZipTree) Root() pack.TreeEntry { return t.top.entry }
+
+// MemSize returns roughly what the tree holds in memory: the archive's
+// directory (a few dozen bytes a member and its name) and the listings
+// made of it.
+func (t *ZipTree) MemSize() int64 {
+	a := t.root.z.a
+	n := int64(a.Len()) * 96
+	t.mu.Lock()
+	for _, d := range t.dirs {
+		n += int64(len(d.nodes)) * 256
+	}
+	t.mu.Unlock()
+	return n + t.names
+}
 
 // Close releases nothing: the archive's reader is the caller's.
 func (t *ZipTree) Close() error { return nil }
@@ -377,7 +438,7 @@ func (t *ZipTree) unread(n *zipNode, err error) (*zipNode, error) {
 	if n.folder == "" {
 		return nil, err
 	}
-	t.problem(fmt.Errorf("%s: %s: shown as a folder: %w", t.name, t.root.prefix+n.folder, err))
+	t.problem(note(fmt.Errorf("%s: %s: shown as a folder: %w", t.name, t.root.prefix+n.folder, err)))
 	return n, nil
 }
 

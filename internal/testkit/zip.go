@@ -126,3 +126,24 @@ func DeflateZeros(n int64) []byte {
 	w.Close()
 	return out.Bytes()
 }
+
+// ZarrZipGroup returns the members of a zipped Zarr v2 group holding
+// one array per name: 200 uint32 (element i is 7i) in two chunks of
+// 100, the first stored, the second deflated (members ".zgroup", then
+// NAME/.zarray, NAME/0, NAME/1 for each name, in order), and the
+// arrays' data (the same for each).
+func ZarrZipGroup(names ...string) ([]ZipMember, []byte) {
+	plain := make([]byte, 800)
+	for i := range 200 {
+		binary.LittleEndian.PutUint32(plain[4*i:], uint32(i*7))
+	}
+	zarray := []byte(`{"zarr_format":2,"shape":[200],"chunks":[100],"dtype":"<u4","compressor":null,"fill_value":0,"order":"C","filters":null}`)
+	ms := []ZipMember{{Name: ".zgroup", Data: []byte(`{"zarr_format":2}`)}}
+	for _, n := range names {
+		ms = append(ms,
+			ZipMember{Name: n + "/.zarray", Data: zarray},
+			ZipMember{Name: n + "/0", Data: plain[:400]},
+			ZipMember{Name: n + "/1", Data: Deflate(plain[400:]), Method: 8, Plain: plain[400:]})
+	}
+	return ms, plain
+}
