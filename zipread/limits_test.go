@@ -3,6 +3,7 @@ package zipread
 import (
 	"bytes"
 	"errors"
+	"os"
 	"runtime"
 	"slices"
 	"testing"
@@ -102,5 +103,56 @@ func TestListUnclean(t *testing.T) {
 	}
 	if got := a.List("a"); len(got) != 0 {
 		t.Errorf("List(\"a\") = %q", got)
+	}
+}
+
+// TestReadFiles reads every member of every fixture with ReadFiles, in
+// one read of the archive where they lie together, and compares each
+// with ReadFile's bytes; members refused, too large, or far apart are
+// answered each.
+func TestReadFiles(t *testing.T) {
+	for _, path := range fixtures(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Open(bytes.NewReader(b), int64(len(b)), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ gap, span int64 }{{1 << 30, 1 << 30}, {0, 1 << 30}, {0, 100}, {1 << 30, 4096}} {
+			r := &counting{b: b}
+			a, _ := Open(r, int64(len(b)), path)
+			r.reads.Store(0)
+			idx := make([]int, a.Len())
+			for i := range idx {
+				idx[i] = a.Len() - 1 - i
+			}
+			got := map[int]bool{}
+			a.ReadFiles(idx, 1<<20, c.gap, c.span, func(i int, b []byte, err error) {
+				if got[i] {
+					t.Errorf("%s: member %d answered twice", path, i)
+				}
+				got[i] = true
+				w, werr := want.ReadFile(i, 1<<20)
+				if (err == nil) != (werr == nil) || !bytes.Equal(b, w) {
+					t.Errorf("%s: member %d: %d bytes, %v; ReadFile: %d bytes, %v", path, i, len(b), err, len(w), werr)
+				}
+			})
+			if len(got) != a.Len() {
+				t.Errorf("%s: %d of %d members answered", path, len(got), a.Len())
+			}
+			if c.gap == 1<<30 && c.span == 1<<30 && r.reads.Load() > 1 {
+				t.Errorf("%s: ReadFiles of every member made %d reads, want 1", path, r.reads.Load())
+			}
+		}
+	}
+	// A refused member and one past max are answered with their errors.
+	b := build(t, []zm{{name: "a", data: []byte("abc")}, {name: "e", data: []byte("x"), flags: 1}, {name: "big", data: make([]byte, 100)}}, nil)
+	a, _ := Open(bytes.NewReader(b), int64(len(b)), "x.zip")
+	errs := map[int]error{}
+	a.ReadFiles([]int{0, 1, 2}, 10, 0, 1<<20, func(i int, b []byte, err error) { errs[i] = err })
+	if errs[0] != nil || !errors.Is(errs[1], ErrUnsupported) || !errors.Is(errs[2], ErrTooLarge) {
+		t.Errorf("errors %v", errs)
 	}
 }

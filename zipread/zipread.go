@@ -26,6 +26,7 @@ package zipread
 
 import (
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"encoding/binary"
 	"errors"
@@ -634,6 +635,42 @@ func (a *Archive) resolve(i int) (int64, error) {
 // the member (with its local header, when that is not known yet) in one
 // read of the archive.
 func (a *Archive) ReadFile(i int, max int64) ([]byte, error) {
+	e, err := a.readable(i, max)
+	if err != nil {
+		return nil, err
+	}
+	name := a.nameOf(i)
+	var raw []byte
+	if d := e.data.Load(); d != 0 {
+		raw = make([]byte, e.csize)
+		if err := readFull(a.r, raw, d); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", a.name, name, err)
+		}
+	} else {
+		b := make([]byte, e.wholeRead())
+		if err := readFull(a.r, b, e.hdr); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", a.name, name, err)
+		}
+		off, err := a.parseLocal(i, b)
+		if err != nil {
+			return nil, err
+		}
+		e.data.Store(e.hdr + off)
+		if off+e.csize <= int64(len(b)) {
+			raw = b[off : off+e.csize : off+e.csize]
+		} else {
+			raw = make([]byte, e.csize)
+			if err := readFull(a.r, raw, e.hdr+off); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", a.name, name, err)
+			}
+		}
+	}
+	return a.decode(i, raw)
+}
+
+// readable returns member i's entry if it can be read whole within max
+// bytes, else why not.
+func (a *Archive) readable(i int, max int64) (*entry, error) {
 	e, err := a.usable(i)
 	if err != nil {
 		return nil, err
@@ -653,31 +690,17 @@ func (a *Archive) ReadFile(i int, max int64) ([]byte, error) {
 	if e.method == Deflate && e.usize > maxInflated(e.csize) {
 		return nil, fmt.Errorf("%s: %s: %w: %d compressed bytes cannot inflate to %d", a.name, name, ErrFormat, e.csize, e.usize)
 	}
-	var raw []byte
-	if d := e.data.Load(); d != 0 {
-		raw = make([]byte, e.csize)
-		if err := readFull(a.r, raw, d); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", a.name, name, err)
-		}
-	} else {
-		b := make([]byte, min(e.guessHeader()+e.csize, e.end-e.hdr))
-		if err := readFull(a.r, b, e.hdr); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", a.name, name, err)
-		}
-		off, err := a.parseLocal(i, b)
-		if err != nil {
-			return nil, err
-		}
-		e.data.Store(e.hdr + off)
-		if off+e.csize <= int64(len(b)) {
-			raw = b[off : off+e.csize : off+e.csize]
-		} else {
-			raw = make([]byte, e.csize)
-			if err := readFull(a.r, raw, e.hdr+off); err != nil {
-				return nil, fmt.Errorf("%s: %s: %w", a.name, name, err)
-			}
-		}
-	}
+	return e, nil
+}
+
+// wholeRead is how much of the archive, from the local header, a read
+// of the whole member takes: its header (as guessHeader) and data.
+func (e *entry) wholeRead() int64 { return min(e.guessHeader()+e.csize, e.end-e.hdr) }
+
+// decode returns member i's bytes from its stored ones raw: inflated if
+// deflated, and checked against the CRC-32.
+func (a *Archive) decode(i int, raw []byte) ([]byte, error) {
+	e, name := &a.ents[i], a.nameOf(i)
 	out := raw
 	if e.method == Deflate {
 		out = make([]byte, e.usize)
@@ -695,6 +718,71 @@ func (a *Archive) ReadFile(i int, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %s: %w: CRC-32 %08x, the directory says %08x", a.name, name, ErrFormat, got, e.crc)
 	}
 	return out, nil
+}
+
+// ReadFiles reads the members idx whole, as ReadFile reads each (within
+// limit bytes each, checked), in few reads of the archive: members whose
+// bytes lie within gap bytes of each other are read together, in reads
+// of at most span bytes (the metadata documents of many arrays in one
+// ranged GET, say). fn gets each member's bytes, which it may keep, or
+// why they cannot be read, once per member, on the caller's goroutine.
+func (a *Archive) ReadFiles(idx []int, limit, gap, span int64, fn func(i int, b []byte, err error)) {
+	type slot struct {
+		i          int
+		start, end int64
+	}
+	var slots []slot
+	for _, i := range idx {
+		e, err := a.readable(i, limit)
+		if err != nil {
+			fn(i, nil, err)
+			continue
+		}
+		if e.wholeRead() > span || e.data.Load() != 0 {
+			b, err := a.ReadFile(i, limit)
+			fn(i, b, err)
+			continue
+		}
+		slots = append(slots, slot{i, e.hdr, e.hdr + e.wholeRead()})
+	}
+	slices.SortFunc(slots, func(x, y slot) int { return cmp.Compare(x.start, y.start) })
+	for k := 0; k < len(slots); {
+		start, end := slots[k].start, slots[k].end
+		j := k + 1
+		for j < len(slots) && slots[j].start-end <= gap && max(end, slots[j].end)-start <= span {
+			end = max(end, slots[j].end)
+			j++
+		}
+		buf := make([]byte, end-start)
+		err := readFull(a.r, buf, start)
+		for _, s := range slots[k:j] {
+			if err != nil {
+				fn(s.i, nil, fmt.Errorf("%s: %s: %w", a.name, a.nameOf(s.i), err))
+				continue
+			}
+			e := &a.ents[s.i]
+			b := buf[s.start-start : s.end-start]
+			off, perr := a.parseLocal(s.i, b)
+			if perr != nil {
+				fn(s.i, nil, perr)
+				continue
+			}
+			e.data.Store(e.hdr + off)
+			if off+e.csize > int64(len(b)) {
+				// A local extra field longer than guessed.
+				out, err := a.ReadFile(s.i, limit)
+				fn(s.i, out, err)
+				continue
+			}
+			raw := b[off : off+e.csize]
+			if e.method == Store {
+				raw = bytes.Clone(raw) // not the whole read's buffer kept by a caller
+			}
+			out, err := a.decode(s.i, raw)
+			fn(s.i, out, err)
+		}
+		k = j
+	}
 }
 
 // maxInflated is the most that n bytes of deflate can inflate to.
