@@ -151,7 +151,7 @@ func OpenZipTree(r io.ReaderAt, size int64, name string, cache pack.BlockCache) 
 	t := &ZipTree{name: name, root: NewZipStore(a, base, whole), cache: cache,
 		dirs: map[string]*zipDir{}, levels: map[string]*zipLevel{}}
 	t.refused(a)
-	top, err := t.classify("")
+	top, err := t.classify("", nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", name, pack.ErrFormat, err)
 	}
@@ -358,13 +358,13 @@ func (t *ZipTree) readLevel(dir string) (c *ConsolidatedMeta, group bool) {
 // folder, from the consolidated metadata of a group above it, else from
 // its own metadata. An array that does not open is a plain folder (and a
 // problem); err is set only for the root, which must be a Zarr node.
-func (t *ZipTree) classify(f string) (*zipNode, error) {
+func (t *ZipTree) classify(f string, docs metaDocs) (*zipNode, error) {
 	n := &zipNode{folder: f, entry: pack.TreeEntry{Name: path.Base(f), Dir: true}}
 	zj, za := t.has(JoinKey(f, "zarr.json")), t.has(JoinKey(f, ".zarray"))
 	if !zj && !za {
 		if t.has(JoinKey(f, ".zgroup")) {
 			n.kind = KindGroup
-			n.entry.XAttrs = t.groupAttrs(f, false, nil)
+			n.entry.XAttrs = t.groupAttrs(f, false, nil, docs)
 		}
 		return n, nil
 	}
@@ -374,7 +374,7 @@ func (t *ZipTree) classify(f string) (*zipNode, error) {
 				if cn.Kind == KindGroup {
 					n.kind = KindGroup
 					doc, _ := c.doc(rel + "/zarr.json")
-					n.entry.XAttrs = t.groupAttrs(f, zj, doc)
+					n.entry.XAttrs = t.groupAttrs(f, zj, doc, docs)
 					return n, nil
 				}
 				n.kind, n.v3, n.meta, n.attrs = KindArray, zj, cn.meta, cn.attrs
@@ -388,7 +388,7 @@ func (t *ZipTree) classify(f string) (*zipNode, error) {
 	}
 	what := t.name + ": " + t.root.prefix + JoinKey(f, "zarr.json")
 	if zj {
-		b, err := GetMeta(t.root, JoinKey(f, "zarr.json"))
+		b, err := t.getMeta(docs, JoinKey(f, "zarr.json"))
 		if err == nil {
 			err = checkJSON(b, what)
 		}
@@ -402,7 +402,7 @@ func (t *ZipTree) classify(f string) (*zipNode, error) {
 		case err != nil:
 		case node.NodeType == "group":
 			n.kind = KindGroup
-			n.entry.XAttrs = t.groupAttrs(f, true, b)
+			n.entry.XAttrs = t.groupAttrs(f, true, b, docs)
 			return n, nil
 		case node.NodeType == "array":
 			n.kind, n.v3, n.meta = KindArray, true, b
@@ -413,13 +413,13 @@ func (t *ZipTree) classify(f string) (*zipNode, error) {
 			return t.unread(n, err)
 		}
 	} else {
-		b, err := GetMeta(t.root, JoinKey(f, ".zarray"))
+		b, err := t.getMeta(docs, JoinKey(f, ".zarray"))
 		if err != nil {
 			return t.unread(n, err)
 		}
 		n.kind, n.meta = KindArray, b
 		if t.has(JoinKey(f, ".zattrs")) {
-			if n.attrs, err = GetMeta(t.root, JoinKey(f, ".zattrs")); err != nil {
+			if n.attrs, err = t.getMeta(docs, JoinKey(f, ".zattrs")); err != nil {
 				return t.unread(n, err)
 			}
 		}
@@ -445,7 +445,7 @@ func (t *ZipTree) unread(n *zipNode, err error) (*zipNode, error) {
 // groupAttrs returns the user.zarr.attrs of the group f: the attributes
 // of its zarr.json doc (v3), else its .zattrs (from the consolidated
 // metadata above it, or read).
-func (t *ZipTree) groupAttrs(f string, v3 bool, doc []byte) map[string][]byte {
+func (t *ZipTree) groupAttrs(f string, v3 bool, doc []byte, docs metaDocs) map[string][]byte {
 	var attrs []byte
 	if v3 {
 		var n nodeV3
@@ -466,7 +466,7 @@ func (t *ZipTree) groupAttrs(f string, v3 bool, doc []byte) map[string][]byte {
 		}
 		if d, ok := c.doc(key); ok {
 			attrs = d
-		} else if b, err := GetMeta(t.root, JoinKey(f, ".zattrs")); err == nil && checkJSON(b, f) == nil {
+		} else if b, err := t.getMeta(docs, JoinKey(f, ".zattrs")); err == nil && checkJSON(b, f) == nil {
 			attrs = b
 		}
 	}
@@ -576,6 +576,73 @@ func (t *ZipTree) list(p string) ([]*zipNode, error) {
 	return d.nodes, nil
 }
 
+// metaDocs are the metadata documents of the folders of a directory,
+// read ahead together, by key (relative to the root).
+type metaDocs map[string][]byte
+
+// getMeta returns the metadata document key: read ahead, else read.
+func (t *ZipTree) getMeta(docs metaDocs, key string) ([]byte, error) {
+	if b, ok := docs[key]; ok {
+		return b, nil
+	}
+	return GetMeta(t.root, key)
+}
+
+// The read-ahead of a directory's metadata documents: at most
+// prefetchBudget bytes of them, members within a gap of each other read
+// together in reads of at most a span (wider over an object store,
+// where each read is a request).
+const (
+	prefetchBudget          = 64 << 20
+	localGap, localSpan     = 32 << 10, 4 << 20
+	requestGap, requestSpan = 1 << 20, 32 << 20
+	prefetchFolders         = 2
+)
+
+// prefetch reads the metadata documents (zarr.json, .zarray, .zattrs)
+// of the folders of directory f together, in few reads of the archive
+// (the documents of an .ozx, written first, in one), unless
+// consolidated metadata above describe them.
+func (t *ZipTree) prefetch(f string, folders []string) metaDocs {
+	if len(folders) < prefetchFolders {
+		return nil
+	}
+	if c, _ := FindConsolidated(JoinKey(f, folders[0]), "", t.level); c != nil {
+		return nil
+	}
+	a := t.root.z.a
+	var idx []int
+	keys := map[int]string{}
+	var total int64
+	for _, d := range folders {
+		for _, name := range []string{"zarr.json", ".zarray", ".zattrs"} {
+			key := JoinKey(JoinKey(f, d), name)
+			i, ok := a.Lookup(t.root.prefix + key)
+			if !ok {
+				continue
+			}
+			m := a.Member(i)
+			if m.Err != nil || m.Size > MaxMetaSize || total+m.Size > prefetchBudget {
+				continue // read (and refused) on its own
+			}
+			total += m.Size
+			idx = append(idx, i)
+			keys[i] = key
+		}
+	}
+	gap, span := int64(localGap), int64(localSpan)
+	if t.root.z.whole {
+		gap, span = requestGap, requestSpan
+	}
+	docs := metaDocs{}
+	a.ReadFiles(idx, MaxMetaSize, gap, span, func(i int, b []byte, err error) {
+		if err == nil {
+			docs[keys[i]] = b
+		}
+	})
+	return docs
+}
+
 // classifyParallel bounds the folders of one directory classified at
 // once (each may read its metadata: a request in an object store).
 const classifyParallel = 8
@@ -603,12 +670,13 @@ func (t *ZipTree) readFolder(f string) []*zipNode {
 		nodes = append(nodes, &zipNode{member: i, folder: JoinKey(f, name),
 			entry: pack.TreeEntry{Name: name, Size: m.Size}})
 	}
+	docs := t.prefetch(f, folders)
 	sub := make([]*zipNode, len(folders))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, classifyParallel)
 	for k, d := range folders {
 		if len(folders) == 1 {
-			sub[k], _ = t.classify(JoinKey(f, d))
+			sub[k], _ = t.classify(JoinKey(f, d), nil)
 			break
 		}
 		wg.Add(1)
@@ -616,7 +684,7 @@ func (t *ZipTree) readFolder(f string) []*zipNode {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			sub[k], _ = t.classify(JoinKey(f, d))
+			sub[k], _ = t.classify(JoinKey(f, d), docs)
 		}()
 	}
 	wg.Wait()
