@@ -43,8 +43,11 @@ type zipArchive struct {
 	// members.
 	tag string
 	// whole: each read of the archive is a request (an object store):
-	// chunks are read whole, one read each, not in place.
+	// chunks are read whole, one read each, not in place, and ranges of
+	// members (a shard's index and inner chunks) through exact, one
+	// GET each, without the object's read-ahead.
 	whole    bool
+	exact    RequestReader
 	inflated inflateCache
 }
 
@@ -63,10 +66,11 @@ type RequestReader interface {
 
 // NewZipStore returns a store over the members of a below the folder
 // prefix ("" for the top, else a folder's name with its trailing '/').
-// The archive's reader decides how chunks are read: in place, or whole
-// over a RequestReader (see OpenZipTree, which passes it).
-func NewZipStore(a *zipread.Archive, prefix string, whole bool) *ZipStore {
-	z := &zipArchive{a: a, whole: whole,
+// exact is the archive's reader when each of its reads is a request (nil
+// otherwise): chunks are then read whole, one read each, and ranges of
+// members exactly (see OpenZipTree, which passes it).
+func NewZipStore(a *zipread.Archive, prefix string, exact RequestReader) *ZipStore {
+	z := &zipArchive{a: a, whole: exact != nil, exact: exact,
 		tag: "zip#" + strconv.FormatUint(zipOpenings.Add(1), 10) + "\x00" + a.Name() + "\x00"}
 	return &ZipStore{z: z, prefix: prefix, max: MaxObject}
 }
@@ -153,6 +157,18 @@ func (s *ZipStore) GetRange(key string, off, n int64) ([]byte, error) {
 			return nil, zipErr(err)
 		}
 		b := make([]byte, n)
+		if s.z.exact != nil && off+n > nearStart {
+			// One GET of exactly the range (the local header, once per
+			// member, one more).
+			d, err := r.DataOffset()
+			if err != nil {
+				return nil, zipErr(err)
+			}
+			if err := s.z.exact.ReadExact(b, d+off); err != nil {
+				return nil, fmt.Errorf("%s: %w", m.Name, err)
+			}
+			return b, nil
+		}
 		if _, err := r.ReadAt(b, off); err != nil {
 			return nil, zipErr(err)
 		}
@@ -164,6 +180,11 @@ func (s *ZipStore) GetRange(key string, off, n int64) ([]byte, error) {
 	}
 	return bytes.Clone(whole[off : off+n]), nil
 }
+
+// nearStart is how far into a member a range may end and still be read
+// through the member's reader, which reads it with the local header in
+// one read the first time (zipread's own bound).
+const nearStart = 256 << 10
 
 // inflate returns deflated member i whole, within the store's bound,
 // from the cache of inflated members or inflating it.

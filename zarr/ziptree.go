@@ -143,12 +143,12 @@ func OpenZipTree(r io.ReaderAt, size int64, name string, cache pack.BlockCache) 
 		}
 		return nil, err
 	}
-	_, whole := r.(RequestReader)
+	exact, _ := r.(RequestReader)
 	base, ok := zipRoot(a)
 	if !ok {
 		return nil, fmt.Errorf("%s: %w: no .zarray, .zgroup or zarr.json at its top or in its one top-level folder", name, ErrNotZarrZip)
 	}
-	t := &ZipTree{name: name, root: NewZipStore(a, base, whole), cache: cache,
+	t := &ZipTree{name: name, root: NewZipStore(a, base, exact), cache: cache,
 		dirs: map[string]*zipDir{}, levels: map[string]*zipLevel{}}
 	t.refused(a)
 	top, err := t.classify("", nil)

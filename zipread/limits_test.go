@@ -156,3 +156,27 @@ func TestReadFiles(t *testing.T) {
 		t.Errorf("errors %v", errs)
 	}
 }
+
+// TestDataOffset: a stored member's data starts where DataOffset says,
+// found with one small read, once.
+func TestDataOffset(t *testing.T) {
+	b := build(t, []zm{{name: "a", data: []byte("abc")}, {name: "bb", data: []byte("defg"), localExtra: make([]byte, 40)}}, nil)
+	r := &counting{b: b}
+	a, _ := Open(r, int64(len(b)), "x.zip")
+	r.reads.Store(0)
+	for i, want := range []string{"abc", "defg"} {
+		m, err := a.Open(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			off, err := m.DataOffset()
+			if err != nil || string(b[off:off+int64(len(want))]) != want {
+				t.Errorf("member %d: data at %d (%v)", i, off, err)
+			}
+		}
+	}
+	if n := r.reads.Load(); n != 2 {
+		t.Errorf("%d reads, want 2 (a local header each)", n)
+	}
+}

@@ -823,6 +823,12 @@ func (r *Reader) Size() int64 { return r.a.ents[r.i].usize }
 // Name returns the member's name.
 func (r *Reader) Name() string { return string(r.a.nameOf(r.i)) }
 
+// DataOffset returns where the member's data starts in the archive,
+// reading its local header first if no read has yet (one small read):
+// for a caller that reads the archive itself, in its own way (an object
+// store's exact ranged GETs).
+func (r *Reader) DataOffset() (int64, error) { return r.a.resolve(r.i) }
+
 // ReadAt reads len(p) bytes of the member at off (io.EOF at its end).
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	e := &r.a.ents[r.i]
