@@ -4,7 +4,7 @@
 # byte: every parameter is given, so that a change of pack's defaults
 # does not change them (cmd/bloscfs's TestExamplesReproduce checks it).
 # Needs mawk (Debian's awk) for the log and Debian's python3-numpy for
-# the array inputs, python3-zarr for the Zarr store. BLOSCFS names the binary (default: bin/bloscfs,
+# the array inputs, python3-zarr for the Zarr stores. BLOSCFS names the binary (default: bin/bloscfs,
 # built when missing); an argument names the output directory (default:
 # this one).
 set -euo pipefail
@@ -49,4 +49,26 @@ p = g.create_dataset("pressure", shape=(360, 720), chunks=(90, 180), dtype="<f4"
 p[:] = (1013 + 20 * np.sin(x / 40.0) * np.cos(y / 30.0)).astype("<f4")
 p.attrs["units"] = "hPa"
 PY
+# The same kind of group zipped whole, as a Zarr store travels in one
+# file (shown as a directory ocean.zarr.zip/ holding sst.npy and
+# salinity.npy): written by python3-zarr with consolidated metadata, then
+# zipped by Python's zipfile as OME-Zarr's RFC-9 lays out a single-file
+# store (documents first, members stored; ../testdata/zarr/zip_store.py,
+# whose fixed times keep the bytes the same from run to run).
+rm -rf "$tmp/ocean.zarr" "$out/ocean.zarr.zip"
+/usr/bin/python3 - "$tmp/ocean.zarr" <<'PY'
+import numpy as np, sys, zarr, numcodecs
+g = zarr.open_group(sys.argv[1], mode="w")
+g.attrs["title"] = "bloscfs zipped example"
+y, x = np.mgrid[0:180, 0:360]
+sst = g.create_dataset("sst", shape=(180, 360), chunks=(90, 120), dtype="<f4",
+                       compressor=numcodecs.Blosc(cname="zstd", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE))
+sst[:] = (15 + 12 * np.cos(np.radians(y - 90)) + np.sin(x / 25.0)).astype("<f4")
+sst.attrs["units"] = "degC"
+sal = g.create_dataset("salinity", shape=(180, 360), chunks=(90, 120), dtype="<f4", order="F",
+                       compressor=numcodecs.Zlib(level=6), fill_value=np.nan)
+sal[:90] = (35 + np.cos(x[:90] / 40.0)).astype("<f4")
+zarr.consolidate_metadata(g.store)
+PY
+/usr/bin/python3 ../testdata/zarr/zip_store.py "$tmp/ocean.zarr" "$out/ocean.zarr.zip"
 ls -l "$out"
