@@ -1,11 +1,14 @@
 package zarr
 
 import (
+	"archive/zip"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -404,15 +407,19 @@ func TestZipTreeSharded(t *testing.T) {
 			}
 		}
 	}
-	zp := filepath.Join(dir, "group.ozx")
-	zipStore(t, store, zp)
-	tr, _ := openZip(t, zp, cache.New[pack.BlockKey](8<<20))
-	if !strings.Contains(string(tr.Root().XAttrs["user.zarr.attrs"]), "ome") {
-		t.Errorf("the root group's attributes: %q", tr.Root().XAttrs["user.zarr.attrs"])
-	}
-	for name, w := range want {
-		if got := readTreeFile(t, tr, name+".npy"); !bytes.Equal(got, w) {
-			t.Errorf("group.ozx: %s differs from what was written", name)
+	// The group, stored and deflated: a deflated shard is inflated whole
+	// (within its largest size), once for its index and inner chunks.
+	for _, args := range [][]string{nil, {"--deflate"}} {
+		zp := filepath.Join(dir, "group.ozx")
+		zipStore(t, store, zp, args...)
+		tr, _ := openZip(t, zp, cache.New[pack.BlockKey](8<<20))
+		if !strings.Contains(string(tr.Root().XAttrs["user.zarr.attrs"]), "ome") {
+			t.Errorf("the root group's attributes: %q", tr.Root().XAttrs["user.zarr.attrs"])
+		}
+		for name, w := range want {
+			if got := readTreeFile(t, tr, name+".npy"); !bytes.Equal(got, w) {
+				t.Errorf("group.ozx %v: %s differs from what was written", args, name)
+			}
 		}
 	}
 }
@@ -466,5 +473,128 @@ func TestZipShardReadCost(t *testing.T) {
 		if n := cr.reads.Load(); n != 4 {
 			t.Errorf("second 4 KiB read in the shard: %d reads in all, want 4", n)
 		}
+	}
+}
+
+// TestZipTreeArchiveZip reads zarrita's v3 stores zipped by Go's
+// archive/zip (data descriptors after every member, deflated and stored)
+// against zarrita's reads.
+func TestZipTreeArchiveZip(t *testing.T) {
+	fx := readManifest(t, "../testdata/zarr/zarrita")
+	for _, method := range []uint16{zip.Store, zip.Deflate} {
+		var buf bytes.Buffer
+		w := zip.NewWriter(&buf)
+		root := "../testdata/zarr/zarrita/v3"
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := w.CreateHeader(&zip.FileHeader{Name: filepath.ToSlash(rel), Method: method})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Write(b)
+			return nil
+		})
+		w.Close()
+		tr, err := OpenZipTree(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "go.zip", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fx {
+			p := treePath(f.path, "v3/")
+			if got := sum(readTreeFile(t, tr, p)); got != f.sum {
+				t.Errorf("method %d: %s: sha256 %s, want %s", method, p, got, f.sum)
+			}
+		}
+	}
+}
+
+// TestZipTreeNames: an array folder x/ beside a file x.npy, or beside
+// x.zarr/, keeps its folder's name, as containers do; a member and a
+// folder of one name show the folder (the member is left out, a
+// problem).
+func TestZipTreeNames(t *testing.T) {
+	ms, plain := testkit.ZarrZipGroup("a", "b", "b.zarr", "c", "d")
+	ms = append(ms,
+		testkit.ZipMember{Name: "a.npy", Data: []byte("a file")},
+		testkit.ZipMember{Name: "c.zarr.npy", Data: []byte("no collision")},
+		testkit.ZipMember{Name: "d", Data: []byte("beside the array d/: no collision")},
+		testkit.ZipMember{Name: "e", Data: []byte("a member named as a folder")},
+		testkit.ZipMember{Name: "e/f/g.txt", Data: []byte("a plain folder")},
+	)
+	b := testkit.BuildZip(ms, nil)
+	tr, err := OpenZipTree(bytes.NewReader(b), int64(len(b)), "names.zip", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := tr.ReadDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		kind := "file"
+		switch {
+		case e.Dir:
+			kind = "dir"
+		case e.Info.Format != "":
+			kind = "array"
+		}
+		got = append(got, e.Name+":"+kind)
+	}
+	want := []string{".zgroup:file", "a:array", "a.npy:file", "b:array", "b.zarr:array", "c.npy:array", "c.zarr.npy:file", "d:file", "d.npy:array", "e:dir"}
+	if !slices.Equal(got, want) {
+		t.Errorf("the root lists %v, want %v", got, want)
+	}
+	for _, p := range []string{"a", "b", "b.zarr", "c.npy", "d.npy"} {
+		if got := readTreeFile(t, tr, p); !bytes.HasSuffix(got, plain) {
+			t.Errorf("%s does not read the array", p)
+		}
+	}
+	if got := string(readTreeFile(t, tr, "e/f/g.txt")); got != "a plain folder" {
+		t.Errorf("e/f/g.txt reads %q", got)
+	}
+	if p := fmt.Sprint(tr.Problems()); !strings.Contains(p, `names.zip: "e": left out`) {
+		t.Errorf("problems %s, want one for the member e", p)
+	}
+}
+
+// TestZipDeflatedShardReads: a deflated shard is read and inflated once
+// for its index and all its inner chunks (kept while within 64 MiB),
+// and bounded by the shard's largest size.
+func TestZipDeflatedShardReads(t *testing.T) {
+	dir := t.TempDir()
+	sp := shardSpec{shape: []int64{2048, 1024}, shard: []int64{1024, 1024}, inner: []int64{16, 1024}, codec: "zstd"}
+	data := writeSharded(t, dir, "a", sp)
+	zp := filepath.Join(dir, "a.zip")
+	zipStore(t, filepath.Join(dir, "a"), zp, "--deflate")
+	tr, r := openZip(t, zp, cache.New[pack.BlockKey](64<<20))
+	a, err := tr.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := int64(len(a.(*ZipArray).Header()))
+	r.reads.Store(0)
+	p := make([]byte, 4096)
+	for _, off := range []int64{40, 900, 10, 1000} {
+		if _, err := a.ReadAt(p, hdr+4*1024*off); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(p, data[4*1024*off:][:4096]) {
+			t.Fatalf("row %d differs", off)
+		}
+	}
+	if n := r.reads.Load(); n != 1 {
+		t.Errorf("4 reads in a deflated shard: %d reads of the archive, want 1", n)
+	}
+	// 64 inner chunks of 64 KiB, zstd: each at most 64 KiB + 1/16 + 64 KiB.
+	if max, want := a.(*ZipArray).maxStored(), int64(64*16+4+64*(65536+65536/16+64<<10)); max != want {
+		t.Errorf("a shard's bound is %d bytes, want %d: its index and 64 inner chunks at their largest", max, want)
 	}
 }
