@@ -325,6 +325,37 @@ func (t *ZipTree) level(dir string) (*ConsolidatedMeta, bool) {
 	return l.c, l.group
 }
 
+// seedLevel records what the v3 group f's zarr.json b, read to classify
+// it, says of consolidated metadata, so that listing the group does not
+// read it again.
+func (t *ZipTree) seedLevel(f string, b []byte) {
+	if t.has(JoinKey(f, ".zmetadata")) {
+		return // which one answers is readLevel's to say
+	}
+	t.mu.Lock()
+	l, ok := t.levels[f]
+	if !ok {
+		l = &zipLevel{}
+		t.levels[f] = l
+	}
+	t.mu.Unlock()
+	l.once.Do(func() { l.c, l.group = t.parseLevel(f, "zarr.json", b) })
+}
+
+// parseLevel parses the document name (.zmetadata or zarr.json) of
+// folder dir.
+func (t *ZipTree) parseLevel(dir, name string, b []byte) (c *ConsolidatedMeta, group bool) {
+	cm, err := ParseConsolidatedMeta(name, b, t.name+": "+t.root.prefix+JoinKey(dir, name))
+	if err != nil {
+		t.problem(fmt.Errorf("consolidated metadata not used: %w", err))
+	}
+	group = name == ".zmetadata" || cm.NodeType() == "group" || t.has(JoinKey(dir, ".zgroup"))
+	if cm.HasDocs() {
+		return cm, group
+	}
+	return nil, group
+}
+
 // readLevel reads the .zmetadata or zarr.json of folder dir.
 func (t *ZipTree) readLevel(dir string) (c *ConsolidatedMeta, group bool) {
 	for _, name := range []string{".zmetadata", "zarr.json"} {
@@ -337,16 +368,9 @@ func (t *ZipTree) readLevel(dir string) (c *ConsolidatedMeta, group bool) {
 			t.problem(fmt.Errorf("%s: %s: consolidated metadata not read: %w", t.name, t.root.prefix+key, err))
 			continue
 		}
-		cm, err := ParseConsolidatedMeta(name, b, t.name+": "+t.root.prefix+key)
-		if err != nil {
-			t.problem(fmt.Errorf("consolidated metadata not used: %w", err))
-		}
-		if name == "zarr.json" {
-			group = group || cm.NodeType() == "group"
-		} else {
-			group = true
-		}
-		if cm.HasDocs() {
+		cm, g := t.parseLevel(dir, name, b)
+		group = group || g
+		if cm != nil {
 			return cm, group
 		}
 	}
@@ -403,6 +427,7 @@ func (t *ZipTree) classify(f string, docs metaDocs) (*zipNode, error) {
 		case node.NodeType == "group":
 			n.kind = KindGroup
 			n.entry.XAttrs = t.groupAttrs(f, true, b, docs)
+			t.seedLevel(f, b)
 			return n, nil
 		case node.NodeType == "array":
 			n.kind, n.v3, n.meta = KindArray, true, b

@@ -356,9 +356,30 @@ func TestZipTreeV3(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			zp := filepath.Join(dir, v.name)
 			zipStore(t, "../testdata/zarr/zarrita/v3", zp, v.args...)
-			tr, _ := openZip(t, zp, cache.New[pack.BlockKey](16<<20))
+			tr, r := openZip(t, zp, cache.New[pack.BlockKey](16<<20))
 			if p := tr.Problems(); len(p) > 0 {
 				t.Fatalf("problems: %v", p)
+			}
+			// Listing a directory reads the zarr.json of its arrays and
+			// groups together: one read (RFC-9 puts them first).
+			r.reads.Store(0)
+			dirs := 0
+			var walk func(string)
+			walk = func(p string) {
+				dirs++
+				ents, err := tr.ReadDir(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range ents {
+					if e.Dir {
+						walk(JoinKey(p, e.Name))
+					}
+				}
+			}
+			walk("")
+			if n := r.reads.Load(); n > int64(dirs) {
+				t.Errorf("listing %d directories made %d reads, want at most one each", dirs, n)
 			}
 			for _, f := range fx {
 				p := treePath(f.path, "v3/")
