@@ -46,9 +46,8 @@ type zipArchive struct {
 	// chunks are read whole, one read each, not in place, and ranges of
 	// members (a shard's index and inner chunks) through exact, one
 	// GET each, without the object's read-ahead.
-	whole    bool
-	exact    RequestReader
-	inflated inflateCache
+	whole bool
+	exact RequestReader
 }
 
 // zipOpenings numbers the openings of archives, for their Versions.
@@ -192,7 +191,7 @@ func (s *ZipStore) inflate(i int, m zipread.Member) ([]byte, error) {
 	if m.Size > s.max {
 		return nil, fmt.Errorf("%s: %w: a deflated member of %d bytes, more than the %d its array can have written", m.Name, ErrTooLarge, m.Size, s.max)
 	}
-	return s.z.inflated.get(i, func() ([]byte, error) {
+	return inflatedMembers.get(inflateKey{s.z.tag, i}, func() ([]byte, error) {
 		b, err := s.z.a.ReadFile(i, s.max)
 		return b, zipErr(err)
 	})
@@ -286,25 +285,39 @@ func (a *Array) maxStored() int64 {
 	return min(a.rawMax, MaxObject)
 }
 
-// inflateBudget bounds the bytes of the inflated members an archive
+// inflateBudget bounds the bytes of the inflated members the process
 // keeps for GetRange (a deflated shard is read by ranges: its index,
-// then inner chunks); a larger member is inflated at each range.
+// then inner chunks), over all archives; a member larger than half of it
+// is inflated at each range.
 const inflateBudget = 64 << 20
 
-// inflateCache keeps the deflated members last inflated for ranges of
-// them, up to inflateBudget bytes.
+// maxInflated bounds the members kept (each get looks through them).
+const maxInflated = 64
+
+// inflatedMembers are the deflated members last inflated for ranges of
+// them.
+var inflatedMembers inflateCache
+
+// inflateCache keeps inflated members, the most recent up to
+// inflateBudget bytes and maxInflated members.
 type inflateCache struct {
 	mu    sync.Mutex
 	ents  []inflated // most recent last
 	bytes int64
 }
 
+// inflateKey names a member of one opening of an archive.
+type inflateKey struct {
+	tag string
+	i   int
+}
+
 type inflated struct {
-	i int
+	i inflateKey
 	b []byte
 }
 
-func (c *inflateCache) get(i int, load func() ([]byte, error)) ([]byte, error) {
+func (c *inflateCache) get(i inflateKey, load func() ([]byte, error)) ([]byte, error) {
 	c.mu.Lock()
 	for k, e := range c.ents {
 		if e.i == i {
@@ -327,7 +340,7 @@ func (c *inflateCache) get(i int, load func() ([]byte, error)) ([]byte, error) {
 	}
 	c.ents = append(c.ents, inflated{i, b})
 	c.bytes += int64(len(b))
-	for c.bytes > inflateBudget {
+	for c.bytes > inflateBudget || len(c.ents) > maxInflated {
 		c.bytes -= int64(len(c.ents[0].b))
 		c.ents = c.ents[1:]
 	}
