@@ -7,7 +7,8 @@
 // and leaves.
 //
 // A store directory's files come from a Source (a local directory:
-// DirSource; a bucket prefix or a ZIP archive supply their own). Each
+// DirSource; a .b2z archive: ZipSource, read in place through zipread; a
+// bucket prefix supplies its own). Each
 // leaf is a frame read in place: an embedded one through the embed
 // store's chunk reader, so that a read decodes only the store chunks
 // that hold its bytes. An NDArray leaf is shown as the NPY file a .b2nd
@@ -17,6 +18,11 @@
 // Everything a store claims is checked before it is used: bad keys,
 // ranges and conflicts leave out the entries concerned, each with an
 // error naming the store and the key (Problems), and the rest reads.
+//
+// Tree is the view the mount and the commands show (a pack.Tree,
+// registered for .b2e and .b2z files and .b2d directories): keys as
+// paths, leaves as files, vlmeta as extended attributes; it opens each
+// leaf's frame once to list it, and keeps at most MaxOpenLeaves open.
 package b2store
 
 import (
@@ -579,7 +585,9 @@ func (l *Leaf) Forget() {
 // Kind returns the leaf's kind and, for KindOther, what it is
 // ("batcharray", "objectarray", "listarray", "lazyarray", "proxy",
 // "store", "b2o:" and the b2o kind), opening its frame: python-blosc2
-// decides by the frame's metalayers, whatever the file's suffix.
+// decides by the frame's metalayers, whatever the file's suffix. The
+// frame stays open until Forget (the kind is kept after it); a Tree
+// bounds how many do.
 func (l *Leaf) Kind() (Kind, string, error) {
 	if l.C2 != nil {
 		return KindC2Array, "c2array", nil
