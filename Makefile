@@ -33,6 +33,7 @@ FUZZ_TARGETS := \
 	./pack/frame:FuzzOpenFrame \
 	./pack/b2store:FuzzEmbedMap \
 	./pack/b2store:FuzzOpenEmbed \
+	./pack/b2store:FuzzTree \
 	./pack/all:FuzzOpenHead \
 	./zarr:FuzzMeta \
 	./zarr:FuzzShardIndex \
