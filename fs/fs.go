@@ -105,6 +105,7 @@ type FS struct {
 	cache  *cache.Cache[pack.BlockKey]
 	probes *lru.Cache[probeKey, *probe]
 	cons   *consCache // consolidated Zarr metadata (local_zarr.go)
+	trees  treeCache  // the trees opened, by version (tree.go)
 	warned sync.Map   // messages already logged
 	token  string     // names this mount's temp files
 

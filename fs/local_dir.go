@@ -63,7 +63,9 @@ func (d *dirNode) resolveKept(name string) (e *entry, kept bool, errno syscall.E
 		if !found {
 			return nil, true, syscall.ENOENT
 		}
-		if _, suffixed := stemView(e.disk); e.compressed || !suffixed {
+		_, suffixed := stemView(e.disk)
+		suffixed = suffixed || treeNamed(e.disk, e.dir)
+		if e.compressed || e.tree || !suffixed {
 			return e, true, 0
 		}
 	}
@@ -100,6 +102,9 @@ const errStaleName = syscall.Errno(0x7fff)
 // lookupResolved makes (or finds) the node of the view name name, which
 // leads to e.
 func (d *dirNode) lookupResolved(ctx context.Context, name string, e *entry, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if e.tree {
+		return d.lookupTree(ctx, e, out)
+	}
 	if !e.compressed {
 		return d.LoopbackNode.Lookup(ctx, e.disk, out)
 	}
@@ -213,14 +218,22 @@ func (d *dirNode) dropMoved(mapped []entry) {
 	var moved []string
 	for name, ch := range kids {
 		e := now[name]
+		switch ch.Operations().(type) {
+		case *treeDir, *treeFile:
+			if e != nil && e.tree && ch.StableAttr().Ino == treeIno(e.treeKey, "") {
+				continue
+			}
+			moved = append(moved, name)
+			continue
+		}
 		if bn, ok := ch.Operations().(*blobNode); ok {
 			bn.mu.Lock()
 			disk := bn.disk
 			bn.mu.Unlock()
-			if e != nil && e.compressed && e.disk == disk {
+			if e != nil && e.compressed && !e.tree && e.disk == disk {
 				continue
 			}
-		} else if e != nil && !e.compressed {
+		} else if e != nil && !e.compressed && !e.tree {
 			continue
 		}
 		moved = append(moved, name)
@@ -251,7 +264,12 @@ func (h *listHandle) load() syscall.Errno {
 	for _, e := range mapped {
 		st := e.meta.(*syscall.Stat_t)
 		mode, ino := st.Mode&syscall.S_IFMT, d.fs.idFromStat(st).Ino
-		if e.compressed {
+		if e.tree {
+			mode, ino = syscall.S_IFREG, treeIno(e.treeKey, "")
+			if e.treeDir {
+				mode = syscall.S_IFDIR
+			}
+		} else if e.compressed {
 			mode, ino = syscall.S_IFREG, d.fs.blobID(filepath.Join(dir, e.disk), st).Ino
 		}
 		list = append(list, fuse.DirEntry{Name: e.view, Mode: mode, Ino: ino})

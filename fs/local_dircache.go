@@ -49,9 +49,11 @@ type viewNames struct {
 
 // viewName is where a view name leads on disk.
 type viewName struct {
-	disk       string
-	compressed bool
-	dir        bool
+	disk          string
+	compressed    bool
+	dir           bool
+	tree, treeDir bool
+	treeKey       string
 }
 
 // current stats dir and returns its signature, and whether the kept
@@ -84,7 +86,7 @@ func (v *viewNames) get(dir, name string) (e *entry, found, ok bool) {
 	if !found {
 		return nil, false, true
 	}
-	return &entry{view: name, disk: n.disk, compressed: n.compressed, dir: n.dir}, true, true
+	return &entry{view: name, disk: n.disk, compressed: n.compressed, dir: n.dir, tree: n.tree, treeDir: n.treeDir, treeKey: n.treeKey}, true, true
 }
 
 // set keeps the names of a listing of the directory whose signature was
@@ -103,8 +105,8 @@ func (v *viewNames) set(sig dirSig, ents []entry) {
 	m := make(map[string]viewName, len(ents))
 	short := 0
 	for _, e := range ents {
-		m[e.view] = viewName{disk: e.disk, compressed: e.compressed, dir: e.dir}
-		if !e.compressed {
+		m[e.view] = viewName{disk: e.disk, compressed: e.compressed, dir: e.dir, tree: e.tree, treeDir: e.treeDir, treeKey: e.treeKey}
+		if !e.compressed && !e.tree {
 			short++
 		}
 	}

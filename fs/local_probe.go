@@ -41,6 +41,9 @@ const maxProbes = 1 << 20
 // returned and not cached: it says nothing about how to show the file.
 // Only what is needed to show the file is kept: no metadata.
 func (f *FS) probe(path string, st *syscall.Stat_t) (*probe, error) {
+	if treeNamed(filepath.Base(path), st.Mode&syscall.S_IFMT == syscall.S_IFDIR) {
+		return f.probeTree(path, st)
+	}
 	kst := *st
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		// A sparse frame changes through its chunks.b2frame, a Zarr
@@ -199,7 +202,9 @@ const probeParallelLocal = 8
 func (b localBackend) probeAll(dir string, ents []backendEntry) {
 	var todo []backendEntry
 	for _, e := range ents {
-		if _, suffixed := stemView(e.name); suffixed && e.meta.(*syscall.Stat_t).Mode&syscall.S_IFMT == syscall.S_IFREG {
+		mode := e.meta.(*syscall.Stat_t).Mode & syscall.S_IFMT
+		if _, suffixed := stemView(e.name); suffixed && mode == syscall.S_IFREG ||
+			(mode == syscall.S_IFREG || mode == syscall.S_IFDIR) && treeNamed(e.name, e.dir) {
 			todo = append(todo, e)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/bloscfs/bloscfs/pack"
 	"github.com/bloscfs/bloscfs/pack/all"
 )
 
@@ -37,6 +38,15 @@ func diskCandidates(name string) []string {
 		}
 	}
 	add(name)
+	// A file holding a tree whose root is a file shown as name.
+	out = append(out, pack.TreeRootNames(name)...)
+	// A file holding a tree whose root is a file is visible under its
+	// full name when its root's name collides.
+	if view := pack.TreeRootView(name); view != "" {
+		out = append(out, view)
+		add(view)
+		out = append(out, pack.TreeRootNames(view)...)
+	}
 	// A full name such as x.blp is visible when its stem view x collides.
 	if stem, ok := stemView(name); ok {
 		out = append(out, stem)
@@ -66,6 +76,10 @@ type entry struct {
 	compressed bool // shown decompressed
 	dir        bool // a directory on disk (plain directory or sparse frame)
 	meta       any  // the backend's record of the disk entry (backendEntry.meta)
+	// tree: the entry holds a pack.Tree, shown as a read-only directory
+	// (treeDir) or as its root file; treeKey names the tree's version.
+	tree, treeDir bool
+	treeKey       string
 }
 
 // diskEntry is what mapNames needs to know of a disk entry.
@@ -79,6 +93,13 @@ type diskEntry struct {
 	// zarrArray reports whether a directory without a container suffix
 	// is a Zarr array (shown as name.npy).
 	zarrArray func() bool
+	// tree reports whether an entry named as a tree format's holds a
+	// readable tree, and how it is shown: as a directory of its own
+	// name (dir), or as its root file named view; key names the tree's
+	// version. It is only asked for entries so named.
+	tree func() (view string, dir bool, key string, ok bool)
+
+	treeKey string // set by mapNames for a tree shown as its root file
 }
 
 // mapNames applies the view's naming rules to the entries of one
@@ -90,6 +111,9 @@ type diskEntry struct {
 //     every container involved keeps its full name, still decompressed;
 //   - an entry that only looks like a container (suffix, but it does not
 //     parse) is shown raw under its own name;
+//   - a file or directory that holds a tree is shown as a read-only
+//     directory of its own name, or, when the tree's root is a file, as
+//     that file under the root's name, colliding as containers do;
 //   - bloscfs's own temp files are hidden; everything else passes through.
 func mapNames(ents []diskEntry) []entry {
 	exists := make(map[string]bool, len(ents))
@@ -102,6 +126,17 @@ func mapNames(ents []diskEntry) []entry {
 		if hiddenName(e.name) {
 			continue
 		}
+		if e.tree != nil {
+			if view, dir, key, ok := e.tree(); ok {
+				if dir {
+					out = append(out, entry{view: e.name, disk: e.name, dir: e.dir, meta: e.meta, tree: true, treeDir: true, treeKey: key})
+				} else {
+					e.treeKey = key
+					byStem[view] = append(byStem[view], e)
+				}
+				continue
+			}
+		}
 		if stem, ok := stemView(e.name); ok && e.container != nil && e.container() {
 			byStem[stem] = append(byStem[stem], e)
 			continue
@@ -113,11 +148,12 @@ func mapNames(ents []diskEntry) []entry {
 	}
 	for stem, es := range byStem {
 		if len(es) == 1 && !exists[stem] {
-			out = append(out, entry{view: stem, disk: es[0].name, compressed: true, dir: es[0].dir, meta: es[0].meta})
+			e := es[0]
+			out = append(out, entry{view: stem, disk: e.name, compressed: true, dir: e.dir, meta: e.meta, tree: e.treeKey != "", treeKey: e.treeKey})
 			continue
 		}
 		for _, e := range es {
-			out = append(out, entry{view: e.name, disk: e.name, compressed: true, dir: e.dir, meta: e.meta})
+			out = append(out, entry{view: e.name, disk: e.name, compressed: true, dir: e.dir, meta: e.meta, tree: e.treeKey != "", treeKey: e.treeKey})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].view < out[j].view })

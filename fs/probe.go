@@ -6,6 +6,7 @@ package fs
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,6 +30,26 @@ type probe struct {
 	// pack.OpenHead): size, npy and info.Format hold, the rest of info
 	// is unknown until the object is opened.
 	head bool
+	// tree: the entry holds a pack.Tree (tree.go); for a tree whose root
+	// is a file, size, info and npy describe that file.
+	tree *treeProbe
+}
+
+// treeProbe is what a probe of a tree keeps: the key of its version in
+// the tree cache, and its root.
+type treeProbe struct {
+	key  string
+	root pack.TreeEntry
+}
+
+// treeProbeOf records what the opened tree t shows.
+func treeProbeOf(t *openTree) *probe {
+	root := t.t.Root()
+	p := &probe{ok: true, tree: &treeProbe{key: t.key, root: root}}
+	if !root.Dir {
+		p.size, p.info, p.npy = root.Size, root.Info, strings.HasSuffix(root.Name, ".npy")
+	}
+	return p
 }
 
 // probeOf records what the view v of a readable container holds: only

@@ -81,7 +81,7 @@ func (b bucketBackend) list(dir string, names []string) ([]backendEntry, error) 
 		if !ok {
 			continue
 		}
-		if _, suffixed := stemView(name); suffixed {
+		if _, suffixed := stemView(name); suffixed || treeNamed(name, false) {
 			toProbe = append(toProbe, info)
 		}
 		out = append(out, backendEntry{name: name, meta: info})
@@ -96,6 +96,9 @@ func (b bucketBackend) list(dir string, names []string) ([]backendEntry, error) 
 // an object out of reach is shown raw this time, and probed again next
 // time.
 func (b bucketBackend) probe(dir string, e backendEntry) (*probe, error) {
+	if e.dir && treeNamed(e.name, true) {
+		return b.r.probeTreePrefix(dir + e.name + "/"), nil
+	}
 	if e.dir {
 		p := dir + e.name + "/"
 		zarrish := strings.HasSuffix(e.name, ".zarr")
@@ -122,6 +125,9 @@ func (d *remoteDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	e, errno := lookupEntry(bucketBackend{d.r}, d.prefix, name)
 	if errno != 0 {
 		return nil, errno
+	}
+	if e.tree {
+		return d.lookupTree(ctx, e, out)
 	}
 	if e.dir && e.compressed {
 		p := d.prefix + e.disk + "/"
@@ -161,7 +167,13 @@ func (d *remoteDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno)
 	}
 	list := make([]fuse.DirEntry, 0, len(ents))
 	for _, e := range ents {
-		if e.dir && e.compressed {
+		if e.tree {
+			mode := uint32(syscall.S_IFREG)
+			if e.treeDir {
+				mode = syscall.S_IFDIR
+			}
+			list = append(list, fuse.DirEntry{Name: e.view, Mode: mode, Ino: treeIno(e.treeKey, "")})
+		} else if e.dir && e.compressed {
 			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFREG, Ino: ino(d.prefix + e.disk + "/")})
 		} else if e.dir {
 			list = append(list, fuse.DirEntry{Name: e.view, Mode: syscall.S_IFDIR, Ino: ino(d.prefix + e.disk + "/")})
@@ -192,4 +204,26 @@ func (d *remoteDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Err
 	out.Bsize = preferredIO
 	out.NameLen = 1024
 	return 0
+}
+
+// lookupTree makes the node of the tree entry e: the tree's root
+// directory, or its root file.
+func (d *remoteDir) lookupTree(ctx context.Context, e *entry, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	var t *openTree
+	var err error
+	if e.dir {
+		p := d.prefix + e.disk + "/"
+		var pt *prefixTree
+		if pt, err = d.r.listTree(p); err == nil {
+			t, err = d.r.prefixTreeOf(p, pt)
+		}
+	} else {
+		t, err = d.r.objectTree(e.meta.(remote.ObjectInfo))
+	}
+	if err != nil {
+		d.r.f.warnOnce("%v", err)
+		return nil, syscall.EIO
+	}
+	defer t.release()
+	return newTreeChild(ctx, d.EmbeddedInode(), t, "", t.t.Root(), out)
 }

@@ -41,6 +41,9 @@ type RemoteFS struct {
 
 	staleMu sync.Mutex
 	stale   map[uint64]*staleBurst // by inode number (see answerStale)
+
+	treeMu    sync.Mutex
+	treeLists map[string]*prefixTree // listings of tree prefixes (remote_tree.go)
 }
 
 // staleBurst is a run of ESTALE answers to opens of one name (inode

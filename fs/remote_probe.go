@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 
 	"github.com/bloscfs/bloscfs/pack"
@@ -30,6 +31,9 @@ const probeHead = 64 << 10
 // once: the object is then shown raw under its own name. A failure to
 // reach the object is not recorded: it is probed again next time.
 func (r *RemoteFS) probe(info remote.ObjectInfo) *probe {
+	if treeNamed(path.Base(info.Key), false) {
+		return r.probeTree(info)
+	}
 	key := info.Key + "\x00" + info.ETag
 	if p, ok := r.probes.Get(key); ok {
 		return p

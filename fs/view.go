@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/bloscfs/bloscfs/pack"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -59,6 +60,18 @@ func viewEntries(b backend, dir string, names []string) ([]entry, syscall.Errno)
 			}
 			return p.ok
 		}}
+		if _, named := pack.TreeFormatFor(be.name, be.dir); named {
+			ents[i].tree = func() (string, bool, string, bool) {
+				p, err := b.probe(dir, be)
+				if err != nil && transient == nil {
+					transient = err
+				}
+				if !p.ok || p.tree == nil {
+					return "", false, "", false
+				}
+				return p.tree.root.Name, p.tree.root.Dir, p.tree.key, true
+			}
+		}
 		if be.dir {
 			ents[i].zarrArray = func() bool {
 				p, err := b.probe(dir, be)

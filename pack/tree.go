@@ -95,6 +95,16 @@ type TreeFormat struct {
 	// OpenDir reads the tree of a directory through src (nil: the
 	// format has none).
 	OpenDir func(src MemberSource, name string, cache BlockCache) (Tree, error)
+	// RootNames returns the names of the files whose tree's root, a
+	// file, may be shown under the name view (a zipped Zarr array
+	// "temp.zip" or "temp.zarr.zip" for "temp.npy"), so that a lookup of
+	// view need look at no other entry; nil for a format whose roots
+	// are always directories.
+	RootNames func(view string) []string
+	// RootView returns the name the root of the tree of a file named
+	// name is shown under when it is a file ("temp.npy" for
+	// "temp.zarr.zip"); nil with RootNames.
+	RootView func(name string) string
 }
 
 var (
@@ -108,6 +118,31 @@ func RegisterTreeFormat(f TreeFormat) {
 	treeMu.Lock()
 	defer treeMu.Unlock()
 	treeFormats = append(treeFormats, f)
+}
+
+// TreeRootNames returns the names of the files whose tree's root may be
+// shown under the name view, for every tree format.
+func TreeRootNames(view string) []string {
+	treeMu.RLock()
+	defer treeMu.RUnlock()
+	var out []string
+	for _, f := range treeFormats {
+		if f.RootNames != nil {
+			out = append(out, f.RootNames(view)...)
+		}
+	}
+	return out
+}
+
+// TreeRootView returns the name the tree of the file named name would be
+// shown under if its root were a file, or "" when no format's root can
+// be one.
+func TreeRootView(name string) string {
+	f, ok := TreeFormatFor(name, false)
+	if !ok || f.RootView == nil {
+		return ""
+	}
+	return f.RootView(name)
 }
 
 // TreeFormatFor returns the tree format that a file (dir: a directory)

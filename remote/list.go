@@ -2,6 +2,8 @@ package remote
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -58,7 +60,7 @@ func (s *Store) Invalidate(prefix string) {
 
 func (s *Store) list(ctx context.Context, prefix string) (*Listing, error) {
 	l := &Listing{Objects: map[string]ObjectInfo{}, Prefixes: map[string]bool{}}
-	err := s.pages(ctx, prefix, "/", func(out *s3.ListObjectsV2Output) {
+	err := s.pages(ctx, prefix, "/", func(out *s3.ListObjectsV2Output) bool {
 		for _, o := range out.Contents {
 			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
 			if name == "" || strings.Contains(name, "/") {
@@ -72,6 +74,7 @@ func (s *Store) list(ctx context.Context, prefix string) (*Listing, error) {
 				l.Prefixes[name] = true
 			}
 		}
+		return true
 	})
 	if err != nil {
 		return nil, err
@@ -83,18 +86,48 @@ func (s *Store) list(ctx context.Context, prefix string) (*Listing, error) {
 // any depth: a listing without delimiter, one request per 1000 objects,
 // not cached.
 func (s *Store) Du(ctx context.Context, prefix string) (objects, bytes int64, err error) {
-	err = s.pages(ctx, prefix, "", func(out *s3.ListObjectsV2Output) {
+	err = s.pages(ctx, prefix, "", func(out *s3.ListObjectsV2Output) bool {
 		for _, o := range out.Contents {
 			objects++
 			bytes += aws.ToInt64(o.Size)
 		}
+		return true
 	})
 	return objects, bytes, err
 }
 
+// ErrTooMany reports a prefix that holds more objects than a Walk takes.
+var ErrTooMany = errors.New("too many objects")
+
+// Walk returns the objects under prefix at any depth, in key order: a
+// listing without delimiter, one request per 1000 objects, not cached.
+// More than max objects is ErrTooMany.
+func (s *Store) Walk(ctx context.Context, prefix string, max int) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	over := false
+	err := s.pages(ctx, prefix, "", func(page *s3.ListObjectsV2Output) bool {
+		for _, o := range page.Contents {
+			if len(out) >= max {
+				over = true
+				return false
+			}
+			out = append(out, ObjectInfo{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag), LastModified: aws.ToTime(o.LastModified)})
+		}
+		return true
+	})
+	if err == nil && over {
+		err = fmt.Errorf("%s: %w: more than %d", s.name(prefix), ErrTooMany, max)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // pages lists prefix page by page (with delimiter, when not empty),
-// retrying each page's request, and gives each page to fn.
-func (s *Store) pages(ctx context.Context, prefix, delimiter string, fn func(*s3.ListObjectsV2Output)) error {
+// retrying each page's request, and gives each page to fn, until fn
+// returns false.
+func (s *Store) pages(ctx context.Context, prefix, delimiter string, fn func(*s3.ListObjectsV2Output) bool) error {
 	var token *string
 	for {
 		var out *s3.ListObjectsV2Output
@@ -128,8 +161,7 @@ func (s *Store) pages(ctx context.Context, prefix, delimiter string, fn func(*s3
 		if err != nil {
 			return err
 		}
-		fn(out)
-		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+		if !fn(out) || !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
 			return nil
 		}
 		token = out.NextContinuationToken
