@@ -495,9 +495,9 @@ func embedStoreOf(t testing.TB, vals map[string][]byte) []byte {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		w.set(k, vals[k])
+		w.Set(k, vals[k])
 	}
-	return w.frame(t)
+	return w.Frame()
 }
 
 // TestTreeNames: a leaf whose name with its suffix collides with another
@@ -515,10 +515,10 @@ func TestTreeNames(t *testing.T) {
 		{"/d", nd}, {"/d.npy", nd}, {"/d.npy.npy", sc}, // a chain: d, d.npy, d.npy.npy
 		{"/c.json/x", sc}, // a directory c.json
 	} {
-		w.set(p.key, p.src.fr)
+		w.Set(p.key, p.src.fr)
 	}
-	w.setC2("/c", c2URLBase, c2Path) // c.json is the directory's: the reference is c
-	b := w.frame(t)
+	w.SetC2("/c", c2URLBase, c2Path) // c.json is the directory's: the reference is c
+	b := w.Frame()
 	tr, err := treeOfBytes(b, "names.b2e")
 	if err != nil {
 		t.Fatal(err)
@@ -563,9 +563,9 @@ func TestTreeOpenLeavesBounded(t *testing.T) {
 	dir := t.TempDir()
 	d := newDictWriter(MarkerTree, 1<<13, 0)
 	for k, v := range vals {
-		d.set(k, v, nd.nbytes, ".b2nd")
+		d.Set(k, v, nd.nbytes, ".b2nd")
 	}
-	d.write(t, dir)
+	d.Write(dir)
 	embedded, err := treeOfBytes(embedStoreOf(t, vals), "many.b2e")
 	if err != nil {
 		t.Fatal(err)
@@ -685,9 +685,9 @@ func TestTreeManyLeaves(t *testing.T) {
 	sc := fixtureLeaf(t, "tiny_1byte.b2frame").fr
 	w := newStoreWriter(MarkerEmbed, 1<<13)
 	for i := range n {
-		w.set(fmt.Sprintf("/k%05d", i), sc)
+		w.Set(fmt.Sprintf("/k%05d", i), sc)
 	}
-	b := w.frame(t)
+	b := w.Frame()
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
