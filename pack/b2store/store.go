@@ -108,7 +108,8 @@ type Member = pack.Member
 
 // Source supplies the files of a store directory: a local directory
 // (DirSource), a bucket prefix, the members of a ZIP archive (only the
-// stored ones open). See pack.MemberSource.
+// stored ones open: ZipSource). See pack.MemberSource. The errors of its
+// Open name the file (the store passes them on as they are).
 type Source = pack.MemberSource
 
 // Store is an opened store: an EmbedStore, or a DictStore or TreeStore
@@ -270,7 +271,7 @@ func OpenDir(src Source, name string, cache pack.BlockCache) (*Store, error) {
 	}
 	r, size, err := src.Open(EmbedFile)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", name, EmbedFile, err)
+		return nil, err // a Source's errors name the file
 	}
 	s.embedR = r
 	e, err := OpenEmbed(r, size, name+"/"+EmbedFile, cache)
@@ -535,7 +536,7 @@ func (l *Leaf) readerLocked() (io.ReaderAt, int64, error) {
 	}
 	r, n, err := l.s.src.Open(l.Member)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: %s: %w", l.s.name, l.Member, err)
+		return nil, 0, err // a Source's errors name the file
 	}
 	l.r, l.rn = r, n
 	return r, n, nil
