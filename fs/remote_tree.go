@@ -12,7 +12,6 @@ import (
 	"io"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bloscfs/bloscfs/pack"
@@ -50,19 +49,48 @@ func (r *RemoteFS) probeTree(info remote.ObjectInfo) *probe {
 // a reference the caller releases.
 func (r *RemoteFS) objectTree(info remote.ObjectInfo) (*openTree, error) {
 	return r.f.trees.get("s3\x00"+info.Key+"\x00"+info.ETag, func() (*openTree, error) {
-		tf, ok := pack.TreeFormatFor(path.Base(info.Key), false)
-		if !ok {
-			return nil, fmt.Errorf("%s: %w", r.store.Name(info.Key), pack.ErrUnknownFormat)
-		}
-		o := r.store.OpenInfo(info)
-		t, err := tf.Open(o, info.Size, o.Name(), r.f.blockCache())
-		o.Opened() // the files of the tree fetch what they read
+		t, err := openObjectTree(r.store, info, r.f.blockCache())
 		if err != nil {
 			return nil, err
 		}
 		r.f.logProblems(t)
-		return r.newTree(t, o.Name(), info.LastModified), nil
+		return r.newTree(t, r.store.Name(info.Key), info.LastModified), nil
 	})
+}
+
+// openObjectTree opens the tree of an object version, read by ranged
+// GETs under If-Match.
+func openObjectTree(s *remote.Store, info remote.ObjectInfo, cache pack.BlockCache) (pack.Tree, error) {
+	tf, ok := pack.TreeFormatFor(path.Base(info.Key), false)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", s.Name(info.Key), pack.ErrUnknownFormat)
+	}
+	o := s.OpenInfo(info)
+	t, err := tf.Open(o, info.Size, o.Name(), cache)
+	o.Opened() // the files of the tree fetch what they read
+	return t, err
+}
+
+// OpenRemoteTree opens the tree that the object key of s holds (a zipped
+// Zarr store, a .b2z, a .b2e), or, for a key ending in "/" or naming no
+// object, the prefix key (a .b2d), listed once.
+func OpenRemoteTree(s *remote.Store, key string, cache pack.BlockCache) (pack.Tree, error) {
+	ctx := context.Background()
+	if key != "" && !strings.HasSuffix(key, "/") {
+		info, err := s.Stat(ctx, key)
+		if err == nil {
+			return openObjectTree(s, info, cache)
+		}
+		if !errors.Is(err, remote.ErrNotFound) {
+			return nil, err
+		}
+		key += "/"
+	}
+	objs, err := s.Walk(ctx, key, maxTreeObjects)
+	if err != nil {
+		return nil, err
+	}
+	return openPrefixTree(s, key, objs, cache)
 }
 
 // storeFailed reports whether err is the store's failure (a changed or
@@ -151,42 +179,47 @@ func (r *RemoteFS) probeTreePrefix(p string) *probe {
 // with a reference the caller releases.
 func (r *RemoteFS) prefixTreeOf(p string, pt *prefixTree) (*openTree, error) {
 	return r.f.trees.get(pt.key, func() (*openTree, error) {
-		tf, ok := pack.TreeFormatFor(path.Base(strings.TrimSuffix(p, "/")), true)
-		if !ok {
-			return nil, fmt.Errorf("%s: %w", r.store.Name(p), pack.ErrUnknownFormat)
-		}
-		src := &prefixMembers{r: r, prefix: p, objs: map[string]remote.ObjectInfo{}}
-		var last time.Time
-		for _, o := range pt.objs {
-			rel := strings.TrimPrefix(o.Key, p)
-			if rel == "" || strings.HasSuffix(rel, "/") {
-				continue // a folder's marker object
-			}
-			src.list = append(src.list, pack.Member{Path: rel, Size: o.Size})
-			src.objs[rel] = o
-			if o.LastModified.After(last) {
-				last = o.LastModified
-			}
-		}
-		t, err := tf.OpenDir(src, r.store.Name(p), r.f.blockCache())
+		t, err := openPrefixTree(r.store, p, pt.objs, r.f.blockCache())
 		if err != nil {
 			return nil, err
 		}
 		r.f.logProblems(t)
+		var last time.Time
+		for _, o := range pt.objs {
+			if o.LastModified.After(last) {
+				last = o.LastModified
+			}
+		}
 		return r.newTree(t, r.store.Name(p), last), nil
 	})
+}
+
+// openPrefixTree opens the tree of prefix p (ending in "/") whose
+// objects are objs.
+func openPrefixTree(s *remote.Store, p string, objs []remote.ObjectInfo, cache pack.BlockCache) (pack.Tree, error) {
+	tf, ok := pack.TreeFormatFor(path.Base(strings.TrimSuffix(p, "/")), true)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", s.Name(p), pack.ErrUnknownFormat)
+	}
+	src := &prefixMembers{s: s, prefix: p, objs: map[string]remote.ObjectInfo{}}
+	for _, o := range objs {
+		rel := strings.TrimPrefix(o.Key, p)
+		if rel == "" || strings.HasSuffix(rel, "/") {
+			continue // a folder's marker object
+		}
+		src.list = append(src.list, pack.Member{Path: rel, Size: o.Size})
+		src.objs[rel] = o
+	}
+	return tf.OpenDir(src, s.Name(p), cache)
 }
 
 // prefixMembers are the objects of a tree prefix, as the tree's files:
 // each read by ranged GETs of the version the listing saw.
 type prefixMembers struct {
-	r      *RemoteFS
+	s      *remote.Store
 	prefix string
 	list   []pack.Member
 	objs   map[string]remote.ObjectInfo
-
-	mu     sync.Mutex
-	opened map[string]*remote.Object
 }
 
 // Members returns the objects listed.
@@ -196,9 +229,9 @@ func (m *prefixMembers) Members() ([]pack.Member, error) { return m.list, nil }
 func (m *prefixMembers) Open(p string) (io.ReaderAt, int64, error) {
 	info, ok := m.objs[p]
 	if !ok {
-		return nil, 0, fmt.Errorf("%s: %w", m.r.store.Name(m.prefix+p), pack.ErrNotInTree)
+		return nil, 0, fmt.Errorf("%s: %w", m.s.Name(m.prefix+p), pack.ErrNotInTree)
 	}
-	o := m.r.store.OpenInfo(info)
+	o := m.s.OpenInfo(info)
 	o.Opened()
 	return o, info.Size, nil
 }

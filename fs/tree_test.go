@@ -4,189 +4,18 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/internal/testkit/fakes3"
-	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/internal/testkit/faketree"
 )
-
-// The tree formats of these tests, registered for this test binary only:
-//   - x.ftree: a file "FTREE\n" then lines "path\tcontent", a tree whose
-//     root is a directory (as a zipped Zarr group);
-//   - x.fnpy: a file "FNPY\n" then content, a tree whose root is the file
-//     x.npy (as a zipped Zarr array);
-//   - x.fdir/: a directory whose files are the tree's files (as a .b2d),
-//     "bad" in its top directory making it no tree.
-func init() {
-	pack.RegisterTreeFormat(pack.TreeFormat{
-		Name:        "fake",
-		Suffixes:    []string{".ftree", ".fnpy"},
-		DirSuffixes: []string{".fdir"},
-		Open:        openFakeTree,
-		OpenDir:     openFakeDirTree,
-		RootNames: func(view string) []string {
-			if stem, ok := strings.CutSuffix(view, ".npy"); ok {
-				return []string{stem + ".fnpy"}
-			}
-			return nil
-		},
-		RootView: func(name string) string {
-			if stem, ok := strings.CutSuffix(name, ".fnpy"); ok {
-				return stem + ".npy"
-			}
-			return ""
-		},
-	})
-}
-
-// fakeTrees counts the fake trees open.
-var fakeTrees atomic.Int64
-
-type fakeTree struct {
-	name   string
-	files  map[string][]byte
-	root   string // the root file's name; "" for a directory
-	closed atomic.Bool
-}
-
-func openFakeTree(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (pack.Tree, error) {
-	b := make([]byte, size)
-	if _, err := r.ReadAt(b, 0); err != nil && err != io.EOF {
-		return nil, err
-	}
-	t := &fakeTree{name: name, files: map[string][]byte{}}
-	switch {
-	case bytes.HasPrefix(b, []byte("FTREE\n")):
-		for _, line := range strings.Split(string(b[6:]), "\n") {
-			if p, content, ok := strings.Cut(line, "\t"); ok {
-				t.files[p] = []byte(content)
-			}
-		}
-	case bytes.HasPrefix(b, []byte("FNPY\n")):
-		t.root = strings.TrimSuffix(path.Base(name), ".fnpy") + ".npy"
-		t.files[""] = b[5:]
-	default:
-		return nil, fmt.Errorf("%s: %w: not a fake tree", name, pack.ErrFormat)
-	}
-	fakeTrees.Add(1)
-	return t, nil
-}
-
-func openFakeDirTree(src pack.MemberSource, name string, cache pack.BlockCache) (pack.Tree, error) {
-	ms, err := src.Members()
-	if err != nil {
-		return nil, err
-	}
-	t := &fakeTree{name: name, files: map[string][]byte{}}
-	for _, m := range ms {
-		if m.Path == "bad" {
-			return nil, fmt.Errorf("%s: %w: a bad member", name, pack.ErrFormat)
-		}
-		r, n, err := src.Open(m.Path)
-		if err != nil {
-			return nil, err
-		}
-		b := make([]byte, n)
-		if _, err := r.ReadAt(b, 0); err != nil && err != io.EOF {
-			return nil, err
-		}
-		if c, ok := r.(io.Closer); ok {
-			c.Close()
-		}
-		t.files[m.Path] = b
-	}
-	fakeTrees.Add(1)
-	return t, nil
-}
-
-func (t *fakeTree) Root() pack.TreeEntry {
-	if t.root != "" {
-		return t.entry(t.root, "")
-	}
-	return pack.TreeEntry{Dir: true, XAttrs: map[string][]byte{"user.fake.root": []byte(`"yes"`)}}
-}
-
-func (t *fakeTree) entry(name, p string) pack.TreeEntry {
-	b := t.files[p]
-	return pack.TreeEntry{
-		Name: name, Size: int64(len(b)),
-		Info:   pack.Info{Format: "fake", Size: int64(len(b)), Codec: "none", Clevel: -1},
-		Attrs:  map[string]string{"kind": "leaf"},
-		XAttrs: map[string][]byte{"user.fake.len": []byte(fmt.Sprint(len(b)))},
-	}
-}
-
-func (t *fakeTree) ReadDir(dir string) ([]pack.TreeEntry, error) {
-	seen := map[string]bool{}
-	var out []pack.TreeEntry
-	prefix := ""
-	if dir != "" {
-		prefix = dir + "/"
-	}
-	for p := range t.files {
-		rest, ok := strings.CutPrefix(p, prefix)
-		if !ok || rest == "" {
-			continue
-		}
-		name, _, deeper := strings.Cut(rest, "/")
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		if deeper {
-			out = append(out, pack.TreeEntry{Name: name, Dir: true})
-		} else {
-			out = append(out, t.entry(name, p))
-		}
-	}
-	if len(out) == 0 && dir != "" {
-		return nil, fmt.Errorf("%s: %s: %w", t.name, dir, pack.ErrNotInTree)
-	}
-	slices.SortFunc(out, func(a, b pack.TreeEntry) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
-}
-
-func (t *fakeTree) Stat(p string) (pack.TreeEntry, error) {
-	if p == "" {
-		return t.Root(), nil
-	}
-	if _, ok := t.files[p]; ok {
-		return t.entry(path.Base(p), p), nil
-	}
-	return pack.TreeEntry{Name: path.Base(p), Dir: true}, nil
-}
-
-func (t *fakeTree) Open(p string) (pack.Container, error) {
-	b, ok := t.files[p]
-	if !ok {
-		return nil, fmt.Errorf("%s: %s: %w", t.name, p, pack.ErrNotInTree)
-	}
-	if strings.HasSuffix(p, "broken") {
-		return nil, fmt.Errorf("%s: %s: %w: a broken leaf", t.name, p, pack.ErrFormat)
-	}
-	return memContainer{bytes.NewReader(b)}, nil
-}
-
-func (t *fakeTree) Close() error {
-	if !t.closed.Swap(true) {
-		fakeTrees.Add(-1)
-	}
-	return nil
-}
-
-type memContainer struct{ *bytes.Reader }
-
-func (c memContainer) Info() pack.Info { return pack.Info{Format: "fake", Size: c.Size()} }
 
 // treeSource writes a source directory holding every kind of tree, and
 // returns the files each mount must show, by view path.
@@ -370,12 +199,12 @@ func TestTreeCache(t *testing.T) {
 	open := func(i int) func() (*openTree, error) {
 		return func() (*openTree, error) {
 			opened++
-			tr := &fakeTree{name: fmt.Sprint(i), files: map[string][]byte{"x": []byte("x")}}
-			fakeTrees.Add(1)
+			tr := &faketree.Tree{Name: fmt.Sprint(i), Files: map[string][]byte{"x": []byte("x")}}
+			faketree.Open.Add(1)
 			return &openTree{t: tr, mem: maxTreeBytes / 4}, nil
 		}
 	}
-	before := fakeTrees.Load()
+	before := faketree.Open.Load()
 	held, err := c.get("k0", open(0))
 	if err != nil {
 		t.Fatal(err)
@@ -387,21 +216,21 @@ func TestTreeCache(t *testing.T) {
 		}
 		ot.release()
 	}
-	if got := fakeTrees.Load() - before; got != 5 {
+	if got := faketree.Open.Load() - before; got != 5 {
 		t.Errorf("%d trees open, want 5: the 4 the cache keeps and the one held", got)
 	}
 	if _, err := held.readDir(""); err != nil {
 		t.Errorf("an evicted tree still held does not read: %v", err)
 	}
 	held.release()
-	if got := fakeTrees.Load() - before; got != 4 {
+	if got := faketree.Open.Load() - before; got != 4 {
 		t.Errorf("%d trees open after the last hold went, want 4", got)
 	}
 	if _, err := c.get("k9", open(9)); err != nil || opened != 10 {
 		t.Errorf("a cached tree opened again: %d opens, %v", opened, err)
 	}
 	c.drop()
-	if got := fakeTrees.Load() - before; got != 1 {
+	if got := faketree.Open.Load() - before; got != 1 {
 		t.Errorf("%d trees open after drop, want the 1 still held", got)
 	}
 }

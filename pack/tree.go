@@ -170,7 +170,9 @@ func TreeFormatFor(name string, dir bool) (TreeFormat, bool) {
 // TreeProblems is implemented by a Tree that left entries out or shows
 // them raw (a leaf of a kind not read, a member refused): the mount and
 // the commands log each problem once per version of the tree. Each
-// error names the source and the entry.
+// error names the source and the entry. A problem that wraps
+// ErrUnsupported is an entry of a kind not read, which verify reports
+// as a note; any other is a defect of the tree, which verify fails.
 type TreeProblems interface {
 	Problems() []error
 }

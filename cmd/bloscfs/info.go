@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -156,12 +157,16 @@ func walkContainers(roots []string, fn func(path string, err error)) error {
 			fn(root, nil) // an object: not walked (verify walks prefixes itself)
 			continue
 		}
+		if _, inner, ok := treeArg(root); ok && inner != "" {
+			fn(root, nil) // a path inside a tree
+			continue
+		}
 		st, err := os.Stat(root)
 		if err != nil {
 			fn(root, err)
 			continue
 		}
-		if !st.IsDir() || pack.SniffDir(root) != nil {
+		if !st.IsDir() || pack.SniffDir(root) != nil || treeNamed(filepath.Base(root), true) {
 			fn(root, nil)
 			continue
 		}
@@ -171,7 +176,7 @@ func walkContainers(roots []string, fn func(path string, err error)) error {
 				return nil
 			}
 			if d.IsDir() {
-				if p != root && pack.SniffDir(p) != nil {
+				if p != root && (pack.SniffDir(p) != nil || treeNamed(d.Name(), true)) {
 					fn(p, nil)
 					return filepath.SkipDir
 				}
@@ -227,6 +232,28 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 		local = append(local, p)
 	}
 	err = walkContainers(local, func(p string, err error) {
+		if src, inner, ok := treeArg(p); ok && err == nil {
+			trs, err := describeTree(src, inner, cfg)
+			if err != nil && !slices.Contains(local, p) && errors.Is(err, pack.ErrFormat) {
+				return // a file named as a tree that holds none, met in a walk
+			}
+			if err != nil {
+				failed = true
+				msg := errorText(p, err)
+				if !*asJSON {
+					fmt.Fprintf(stderr, "bloscfs info: %s: %s\n", p, msg)
+				}
+				recs = append(recs, errorRecord{Path: p, Error: msg})
+				return
+			}
+			for _, r := range trs {
+				recs = append(recs, r)
+				if !*asJSON {
+					printInfo(stdout, r)
+				}
+			}
+			return
+		}
 		var r *infoRecord
 		if err == nil {
 			r, err = describe(p, cfg)
@@ -261,16 +288,27 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 
 // printInfo prints a record as text.
 func printInfo(stdout io.Writer, r *infoRecord) {
-	fmt.Fprintf(stdout, "%s: %s v%d, %d plain bytes in %d stored (ratio %.2f)\n", r.Path, r.Format, r.Version, r.Size, r.StoredSize, r.Ratio)
-	fmt.Fprintf(stdout, "  chunks %d × %d, blocks %d, codec %s", r.Chunks, r.ChunkSize, r.Blocksize, r.Codec)
-	if r.Clevel != nil {
-		fmt.Fprintf(stdout, " clevel %d", *r.Clevel)
+	version := ""
+	if r.Version > 0 {
+		version = fmt.Sprintf(" v%d", r.Version)
 	}
-	fmt.Fprintf(stdout, ", typesize %d, filters %s", r.Typesize, r.Filters)
-	if r.Checksum != "" {
-		fmt.Fprintf(stdout, ", checksum %s", r.Checksum)
+	if r.StoredSize > 0 {
+		fmt.Fprintf(stdout, "%s: %s%s, %d plain bytes in %d stored (ratio %.2f)\n", r.Path, r.Format, version, r.Size, r.StoredSize, r.Ratio)
+	} else {
+		// A file of a tree whose stored size is not known apart.
+		fmt.Fprintf(stdout, "%s: %s%s, %d plain bytes\n", r.Path, r.Format, version, r.Size)
 	}
-	fmt.Fprintln(stdout)
+	if r.Chunks > 0 || r.Codec != "" && r.Codec != "none" {
+		fmt.Fprintf(stdout, "  chunks %d × %d, blocks %d, codec %s", r.Chunks, r.ChunkSize, r.Blocksize, r.Codec)
+		if r.Clevel != nil {
+			fmt.Fprintf(stdout, " clevel %d", *r.Clevel)
+		}
+		fmt.Fprintf(stdout, ", typesize %d, filters %s", r.Typesize, r.Filters)
+		if r.Checksum != "" {
+			fmt.Fprintf(stdout, ", checksum %s", r.Checksum)
+		}
+		fmt.Fprintln(stdout)
+	}
 	if r.LastChunk != nil {
 		fmt.Fprintf(stdout, "  last_chunk %d, max_app_chunks %d, offsets %v\n", *r.LastChunk, *r.MaxAppChunks, *r.Offsets)
 		if n := len(r.ChunkStarts); n > 0 {
@@ -354,7 +392,7 @@ func verifyOne(path string, cfg remote.Config, stderr io.Writer) verifyRecord {
 // isContainer tells, during a directory walk, whether a file is one to
 // verify: a container suffix, or content with a recognised magic.
 func isContainer(path string) bool {
-	if _, ok := all.PlainName(filepath.Base(path)); ok {
+	if _, ok := all.PlainName(filepath.Base(path)); ok || treeNamed(filepath.Base(path), false) {
 		return true // a damaged header must be reported, not skipped
 	}
 	f, _, err := pack.OpenSource(path, false) // a FIFO must not block the walk
@@ -400,6 +438,14 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	err = walkContainers(local, func(p string, err error) {
 		if err != nil {
 			recs = append(recs, verifyRecord{Path: p, Error: errorText(p, err)})
+			return
+		}
+		if src, inner, ok := treeArg(p); ok {
+			trs, err := verifyTree(src, inner, cfg, stderr)
+			if !slices.Contains(local, p) && errors.Is(err, pack.ErrFormat) {
+				return // a file named as a tree that holds none, met in a walk
+			}
+			recs = append(recs, trs...)
 			return
 		}
 		rec := verifyOne(p, cfg, stderr)

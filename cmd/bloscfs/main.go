@@ -50,9 +50,9 @@ func init() {
 		{"unmount", "[-l] MOUNTPOINT", unmountHelp, cmdUnmount},
 		{"stats", "[--json] MOUNTPOINT", "Show the counters of a mount: cache hits, misses, evictions, bytes held,\ndecoded bytes and decode time per codec, open files, read-ahead hits.", cmdStats},
 		{"pack", "[flags] IN|- [OUT]", packHelp, cmdPack},
-		{"unpack", "[flags] IN [OUT|-]", "Decompress IN on all cores to OUT (default: IN without its suffix; a .b2nd\nbecomes .npy), or to standard output with -.", cmdUnpack},
-		{"info", "[--json] PATH...", "Show how files are stored; a directory is walked (every file with a\ncontainer suffix or magic, and every sparse frame directory).", cmdInfo},
-		{"verify", "[--json] PATH...", "Decode everything in files and directory trees, checking every checksum.\nRun it on the source of a mount, not on the mount.", cmdVerify},
+		{"unpack", "[flags] IN [OUT|-]  or  STORE KEY [OUT|-]", "Decompress IN on all cores to OUT (default: IN without its suffix; a .b2nd\nbecomes .npy), or to standard output with -. IN may be a path inside a\nstore held in one file or directory (a zipped Zarr store, a python-blosc2\n.b2z, .b2e or .b2d), as the mount shows it; or give the STORE and the KEY\nof one of its files.", cmdUnpack},
+		{"info", "[--json] PATH...", "Show how files are stored; a directory is walked (every file with a\ncontainer suffix or magic, every sparse frame directory, every store held\nin one file or directory: the store and each of its files).", cmdInfo},
+		{"verify", "[--json] PATH...", "Decode everything in files, directory trees and stores, checking every\nchecksum. Run it on the source of a mount, not on the mount.", cmdVerify},
 		{"version", "", "Show the versions of bloscfs, Go and the libraries, and the CPU features\nthe shuffle kernels use.", cmdVersion},
 		{"help", "[COMMAND]", "Show the help of a command.", cmdHelp},
 	}
@@ -84,6 +84,7 @@ const usage = `usage:
                  [--chunkshape A,B,...] [--blockshape A,B,...] [-f|--force]
                  [-q|--quiet] IN|- [OUT]
   bloscfs unpack [-f|--force] [-q|--quiet] IN [OUT|-]
+  bloscfs unpack [-f|--force] [-q|--quiet] STORE KEY [OUT|-]
   bloscfs info   [--json] PATH...
   bloscfs verify [--json] PATH...
   bloscfs version   (or --version)

@@ -252,6 +252,10 @@ func remoteUnpackName(u string) string {
 // verifyRemote verifies an object, or every container under a prefix
 // (an object with a container suffix or magic bytes).
 func verifyRemote(u string, cfg remote.Config, stderr io.Writer) []verifyRecord {
+	if src, inner, ok := treeArg(u); ok {
+		recs, _ := verifyTree(src, inner, cfg, stderr)
+		return recs
+	}
 	s, key, err := openStore(u, cfg)
 	if err != nil {
 		return []verifyRecord{{Path: u, Error: oneLine(err)}}
@@ -277,6 +281,12 @@ func verifyRemote(u string, cfg remote.Config, stderr io.Writer) []verifyRecord 
 		sort.Strings(names)
 		for _, n := range names {
 			info := l.Objects[n]
+			if treeNamed(n, false) {
+				if trs, err := verifyTree(s.Name(info.Key), "", cfg, stderr); !errors.Is(err, pack.ErrFormat) {
+					recs = append(recs, trs...)
+				}
+				continue
+			}
 			if _, ok := all.PlainName(n); !ok {
 				o := s.OpenInfo(info)
 				head := make([]byte, min(info.Size, pack.HeadLen))
@@ -296,6 +306,12 @@ func verifyRemote(u string, cfg remote.Config, stderr io.Writer) []verifyRecord 
 		}
 		sort.Strings(subs)
 		for _, p := range subs {
+			if treeNamed(p, true) {
+				if trs, err := verifyTree(s.Name(prefix+p+"/"), "", cfg, stderr); !errors.Is(err, pack.ErrFormat) {
+					recs = append(recs, trs...)
+					continue
+				}
+			}
 			if err := walk(prefix + p + "/"); err != nil {
 				return err
 			}

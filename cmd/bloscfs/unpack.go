@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -39,24 +40,55 @@ func cmdUnpack(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) < 1 || len(pos) > 2 {
-		return fmt.Errorf("%w: unpack IN [OUT|-]", errUsage)
+	if len(pos) < 1 || len(pos) > 3 {
+		return fmt.Errorf("%w: unpack IN [OUT|-], or unpack STORE KEY [OUT|-]", errUsage)
 	}
 	in, out := pos[0], ""
-	if len(pos) > 1 {
-		out = pos[1]
+	var v *all.View
+	if _, _, ok := treeArg(in); ok {
+		// A file of a tree: IN inside it, or STORE and KEY.
+		var name string
+		var done func()
+		v, name, done, err = openTreeFile(in, "", cfg)
+		args := pos[1:]
+		if errors.Is(err, errTreeDir) && len(pos) > 1 {
+			v, name, done, err = openTreeFile(in, pos[1], cfg)
+			args = pos[2:]
+		}
+		if err != nil {
+			return err
+		}
+		defer done()
+		if len(args) > 1 {
+			return fmt.Errorf("%w: unpack IN [OUT|-], or unpack STORE KEY [OUT|-]", errUsage)
+		}
+		if len(args) == 1 {
+			out = args[0]
+		} else if remote.IsURL(in) {
+			out = name
+		} else {
+			src, _, _ := treeArg(in)
+			out = filepath.Join(filepath.Dir(src), name)
+		}
+	} else {
+		if len(pos) > 2 {
+			return fmt.Errorf("%w: unpack IN [OUT|-] (a STORE KEY names a file of a store)", errUsage)
+		}
+		if len(pos) > 1 {
+			out = pos[1]
+		}
+		// Whole chunks are read once each: no cache, blocks decode in
+		// place. A .b2nd's C-order view revisits blocks and needs one.
+		v, err = openView(in, cfg, pack.NoCache{})
+		if err == nil && v.NPY {
+			v.Close()
+			v, err = openView(in, cfg, newUnpackCache())
+		}
+		if err != nil {
+			return err
+		}
+		defer v.Close()
 	}
-	// Whole chunks are read once each: no cache, blocks decode in place.
-	// A .b2nd's C-order view revisits blocks and needs one.
-	v, err := openView(in, cfg, pack.NoCache{})
-	if err == nil && v.NPY {
-		v.Close()
-		v, err = openView(in, cfg, newUnpackCache())
-	}
-	if err != nil {
-		return err
-	}
-	defer v.Close()
 	start := time.Now()
 	if out == "-" {
 		pb := newBar(stderr, v.Size, "unpack "+filepath.Base(in))
