@@ -8,7 +8,6 @@ import (
 	"io"
 
 	"github.com/bloscfs/bloscfs/pack"
-	_ "github.com/bloscfs/bloscfs/pack/b2store"   // python-blosc2 stores: .b2e, .b2z, .b2d (trees)
 	_ "github.com/bloscfs/bloscfs/pack/bloscpack" // .blp
 	_ "github.com/bloscfs/bloscfs/pack/frame"     // .b2frame, sparse frames, .b2nd
 )
