@@ -3,6 +3,8 @@ package b2store
 import (
 	"errors"
 	"fmt"
+
+	"github.com/bloscfs/bloscfs/pack"
 )
 
 // Errors of the package, wrapped with the store's name and what is wrong;
@@ -20,8 +22,9 @@ var (
 	ErrBadEntry = errors.New("invalid store entry")
 	// ErrUnsupportedKind reports a leaf whose kind is listed but not read
 	// (BatchArray, ObjectArray, ListArray, lazy expressions and other
-	// b2o objects, proxies).
-	ErrUnsupportedKind = errors.New("store leaf of a kind that is not read")
+	// b2o objects, proxies). It is also a pack.ErrUnsupported: a tree's
+	// problem of a kind not read, not a defect of the store.
+	ErrUnsupportedKind error = unsupportedKind{}
 	// ErrVLMeta reports a vlmetalayer value that is not one msgpack value
 	// that JSON can show (trailing bytes, a non-string map key, too deep,
 	// too large).
@@ -77,3 +80,11 @@ func (p *problems) errors() []error {
 	}
 	return out
 }
+
+// unsupportedKind is ErrUnsupportedKind.
+type unsupportedKind struct{}
+
+func (unsupportedKind) Error() string { return "store leaf of a kind that is not read" }
+
+// Is makes ErrUnsupportedKind a pack.ErrUnsupported.
+func (unsupportedKind) Is(target error) bool { return target == pack.ErrUnsupported }
