@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/zipread"
 )
 
 // Errors of the package, wrapped with the store's name and what is wrong;
@@ -88,3 +91,28 @@ func (unsupportedKind) Error() string { return "store leaf of a kind that is not
 
 // Is makes ErrUnsupportedKind a pack.ErrUnsupported.
 func (unsupportedKind) Is(target error) bool { return target == pack.ErrUnsupported }
+
+// verdicts are the errors that say something of a store's bytes: a
+// failure that wraps none of them (a read that failed, locally or from a
+// bucket, the system short of something) says nothing of the store, and
+// is never kept as its verdict: the next use tries again.
+var verdicts = []error{
+	pack.ErrFormat, pack.ErrUnsupported, pack.ErrChecksum, pack.ErrNotInTree,
+	blosc.ErrCorrupt, blosc.ErrUnsupported, frame.ErrNoMeta,
+	zipread.ErrFormat, zipread.ErrUnsupported, zipread.ErrUnsafe, zipread.ErrNotExist, zipread.ErrTooLarge,
+	ErrNotStore, ErrBadEntry, ErrUnsupportedKind, ErrVLMeta, ErrNotFound,
+}
+
+// verdict reports whether err is a fact about the store's bytes rather
+// than a failure to read them.
+func verdict(err error) bool {
+	if err == nil || pack.Transient(err) {
+		return false
+	}
+	for _, v := range verdicts {
+		if errors.Is(err, v) {
+			return true
+		}
+	}
+	return false
+}

@@ -125,6 +125,8 @@ type Store struct {
 	leaves []*Leaf // sorted by key
 	probs  problems
 
+	watch readWatch // the failed reads of its files
+
 	mu     sync.Mutex
 	embedR io.ReaderAt // the embed store's reader, closed with the store
 	all    []*Leaf     // every leaf made, for Close
@@ -188,11 +190,12 @@ func (l *Leaf) Name() string { return l.Key[strings.LastIndexByte(l.Key, '/')+1:
 // leaves are the entries of its embed map. See OpenEmbed.
 func OpenEmbedStore(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (*Store, error) {
 	cache = shared(cache)
-	e, err := OpenEmbed(r, size, name, cache)
+	s := &Store{name: name, cache: cache}
+	e, err := OpenEmbed(s.watch.wrap(r), size, name, cache)
 	if err != nil {
-		return nil, err
+		return nil, s.watch.sure(err, 0)
 	}
-	s := &Store{name: name, flavor: flavorOf(e.marker, false), embed: e, cache: cache}
+	s.flavor, s.embed = flavorOf(e.marker, false), e
 	var leaves []*Leaf
 	for _, en := range e.entries {
 		leaves = append(leaves, s.embeddedLeaf(en))
@@ -273,11 +276,11 @@ func OpenDir(src Source, name string, cache pack.BlockCache) (*Store, error) {
 	if err != nil {
 		return nil, err // a Source's errors name the file
 	}
-	s.embedR = r
-	e, err := OpenEmbed(r, size, name+"/"+EmbedFile, cache)
+	s.embedR = s.watch.wrap(r)
+	e, err := OpenEmbed(s.embedR, size, name+"/"+EmbedFile, cache)
 	if err != nil {
 		s.Close()
-		return nil, err
+		return nil, s.watch.sure(err, 0)
 	}
 	s.embed = e
 	s.flavor = flavorOf(e.marker, true)
@@ -315,10 +318,11 @@ func OpenDir(src Source, name string, cache pack.BlockCache) (*Store, error) {
 		if !canonical {
 			// Not a suffix python-blosc2 trusts: it opens the file, and
 			// takes it if it is a Blosc2 object.
+			before := s.watch.failures()
 			_, err := l.Frame()
 			l.Forget()
 			if err != nil {
-				if pack.Transient(err) {
+				if err = s.watch.sure(err, before); !verdict(err) {
 					s.Close()
 					return nil, err
 				}
@@ -538,35 +542,32 @@ func (l *Leaf) readerLocked() (io.ReaderAt, int64, error) {
 	if err != nil {
 		return nil, 0, err // a Source's errors name the file
 	}
-	l.r, l.rn = r, n
-	return r, n, nil
+	l.r, l.rn = l.s.watch.wrap(r), n
+	return l.r, n, nil
 }
 
-// Frame opens the leaf's frame (once; a transient failure is tried again
-// on the next call).
+// Frame opens the leaf's frame (once; a failure to read it, rather than
+// a frame that is not one, is tried again on the next call).
 func (l *Leaf) Frame() (*frame.Frame, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fr != nil || l.err != nil {
 		return l.fr, l.err
 	}
+	before := l.s.watch.failures()
 	r, n, err := l.readerLocked()
-	if err != nil {
-		if !pack.Transient(err) {
-			l.err = err
+	if err == nil {
+		var fr *frame.Frame
+		if fr, err = frame.Open(r, n, l.s.name+":"+l.Key, l.s.cache); err == nil {
+			l.fr = fr
+			l.kind, l.sub = classify(fr)
+			return fr, nil
 		}
-		return nil, err
 	}
-	fr, err := frame.Open(r, n, l.s.name+":"+l.Key, l.s.cache)
-	if err != nil {
-		if !pack.Transient(err) {
-			l.err = err
-		}
-		return nil, err
+	if err = l.s.watch.sure(err, before); verdict(err) {
+		l.err = err
 	}
-	l.fr = fr
-	l.kind, l.sub = classify(fr)
-	return fr, nil
+	return nil, err
 }
 
 // Forget drops the leaf's opened frame (its metadata and index) and

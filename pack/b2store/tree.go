@@ -110,8 +110,9 @@ type viewItem struct {
 // OpenFileTree opens the store file r of size bytes as a Tree: a .b2z
 // archive (by its name, or its first bytes "PK") or a .b2e EmbedStore.
 // A file that is not a store gives an error wrapping pack.ErrFormat (it
-// is shown as it is stored); errors of the system (pack.Transient) are
-// returned as they are. name names it in errors; cache holds what its
+// is shown as it is stored); a failure to read it (locally or from a
+// bucket, the system short of something) is returned as it is, and is no
+// verdict on the file. name names it in errors; cache holds what its
 // leaves decode (nil: a cache of pack.DefaultCacheSize bytes of its own).
 func OpenFileTree(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (*Tree, error) {
 	zip := strings.HasSuffix(name, ".b2z")
@@ -151,7 +152,7 @@ func OpenDirTree(src Source, name string, cache pack.BlockCache) (*Tree, error) 
 // formatErr makes an error that says the input is no store wrap
 // pack.ErrFormat; the system's errors stay as they are.
 func formatErr(err error) error {
-	if pack.Transient(err) || errors.Is(err, pack.ErrFormat) {
+	if !verdict(err) || errors.Is(err, pack.ErrFormat) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", pack.ErrFormat, err)
@@ -168,9 +169,11 @@ func newTree(s *Store) (*Tree, error) {
 		lru: list.New(), elem: map[*Leaf]*list.Element{},
 	}
 	var probs []error
+	before := s.watch.failures()
 	objs, err := s.Objects()
+	err = s.watch.sure(err, before)
 	switch {
-	case err != nil && pack.Transient(err):
+	case err != nil && !verdict(err):
 		s.Close()
 		return nil, err
 	case err != nil:
@@ -323,7 +326,7 @@ func (t *Tree) Open(path string) (pack.Container, error) {
 }
 
 // view returns the view of directory d, making it on first use. A
-// failure of the system is returned and nothing is kept: the next call
+// failure to read a leaf is returned and nothing is kept: the next call
 // tries again.
 func (t *Tree) view(d *Dir) (*dirView, error) {
 	t.mu.Lock()
@@ -394,7 +397,9 @@ func (t *Tree) build(d *Dir) (*dirView, []error, error) {
 		wg.Go(func() {
 			for i := range work {
 				var r result
+				before := t.s.watch.failures()
 				r.sh, r.err = t.leafEntry(leaves[i], &r.probs)
+				r.err = t.s.watch.sure(r.err, before)
 				res[i] = r
 			}
 		})
@@ -407,7 +412,7 @@ func (t *Tree) build(d *Dir) (*dirView, []error, error) {
 	for _, r := range res {
 		probs = append(probs, r.probs...)
 		switch {
-		case r.err != nil && pack.Transient(r.err):
+		case r.err != nil && !verdict(r.err):
 			return nil, nil, r.err
 		case r.err != nil:
 			probs = append(probs, r.err)
@@ -467,7 +472,7 @@ func (t *Tree) leafEntry(l *Leaf, probs *[]error) (*shown, error) {
 	defer t.release(l)
 	kind, sub, err := l.Kind()
 	if err != nil {
-		if pack.Transient(err) {
+		if !verdict(err) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%s: %w: key %q is left out: %w", t.s.name, ErrBadEntry, l.Key, err)
@@ -535,9 +540,10 @@ func (t *Tree) dirXAttrs(d *Dir, probs *[]error) (map[string][]byte, error) {
 	}
 	t.acquire(l)
 	defer t.release(l)
+	before := t.s.watch.failures()
 	vm, err := l.VLMeta()
 	if err != nil {
-		if pack.Transient(err) {
+		if err = t.s.watch.sure(err, before); !verdict(err) {
 			return nil, err
 		}
 		*probs = append(*probs, fmt.Errorf("%s: %w: the vlmeta of %q (key %q) are not shown: %w", t.s.name, ErrBadEntry, d.Key, l.Key, err))
