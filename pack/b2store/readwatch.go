@@ -4,6 +4,8 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+
+	"github.com/bloscfs/bloscfs/blosc"
 )
 
 // readWatch counts the reads of a store's files that failed. A layer
@@ -17,8 +19,14 @@ type readWatch struct {
 	last error
 }
 
-// wrap returns r, its failed reads counted.
-func (w *readWatch) wrap(r io.ReaderAt) io.ReaderAt { return &watched{r: r, w: w} }
+// wrap returns r, its failed reads counted; a reader that lends its
+// bytes (blosc.InPlaceReader) still does.
+func (w *readWatch) wrap(r io.ReaderAt) io.ReaderAt {
+	if ip, ok := r.(blosc.InPlaceReader); ok {
+		return &watchedInPlace{watched{r: r, w: w}, ip}
+	}
+	return &watched{r: r, w: w}
+}
 
 // failures returns how many reads have failed so far.
 func (w *readWatch) failures() int64 { return w.n.Load() }
@@ -53,12 +61,32 @@ type watched struct {
 func (x *watched) ReadAt(p []byte, off int64) (int, error) {
 	n, err := x.r.ReadAt(p, off)
 	if err != nil && (err != io.EOF || n < len(p)) {
-		x.w.n.Add(1)
-		x.w.mu.Lock()
-		x.w.last = err
-		x.w.mu.Unlock()
+		x.w.failed(err)
 	}
 	return n, err
+}
+
+// failed counts a failed read.
+func (w *readWatch) failed(err error) {
+	w.n.Add(1)
+	w.mu.Lock()
+	w.last = err
+	w.mu.Unlock()
+}
+
+// watchedInPlace is a watched reader that lends its bytes.
+type watchedInPlace struct {
+	watched
+	ip blosc.InPlaceReader
+}
+
+// ReadInPlace lends fn the bytes where the reader lends them.
+func (x *watchedInPlace) ReadInPlace(off, n int64, fn func([]byte) error) (bool, error) {
+	ok, err := x.ip.ReadInPlace(off, n, fn)
+	if !ok && err != nil {
+		x.w.failed(err)
+	}
+	return ok, err
 }
 
 // Close closes the file, if it is a closer.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/zipread"
 )
 
@@ -13,11 +14,18 @@ import (
 // members open: a deflated one is refused, with an error naming the
 // archive and the member, as python-blosc2 fails to open it as a frame.
 type ZipSource struct {
-	a *zipread.Archive
+	a  *zipread.Archive
+	ip blosc.InPlaceReader // the archive's reader, if it lends its bytes
 }
 
-// NewZipSource returns the Source of an opened archive.
-func NewZipSource(a *zipread.Archive) *ZipSource { return &ZipSource{a: a} }
+// NewZipSource returns the Source of an opened archive; r, when not nil,
+// is the archive's reader: a member then lends its bytes where r does
+// (blosc.InPlaceReader: a bucket's fetched ranges, a mapping), so that a
+// block of a leaf's chunk is read in one read, not stream by stream.
+func NewZipSource(a *zipread.Archive, r io.ReaderAt) *ZipSource {
+	ip, _ := r.(blosc.InPlaceReader)
+	return &ZipSource{a: a, ip: ip}
+}
 
 // OpenZip opens the ZIP archive of size bytes in r (in at most two reads:
 // its end records and central directory) as a Source; name names it in
@@ -28,7 +36,7 @@ func OpenZip(r io.ReaderAt, size int64, name string) (*ZipSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewZipSource(a), nil
+	return NewZipSource(a, r), nil
 }
 
 // Archive returns the archive.
@@ -73,5 +81,28 @@ func (s *ZipSource) Open(p string) (io.ReaderAt, int64, error) {
 		}
 		return nil, 0, err
 	}
+	if s.ip != nil {
+		return &inPlaceMember{Reader: r, ip: s.ip}, r.Size(), nil
+	}
 	return r, r.Size(), nil
+}
+
+// inPlaceMember is a stored member of an archive whose reader lends its
+// bytes.
+type inPlaceMember struct {
+	*zipread.Reader
+	ip blosc.InPlaceReader
+}
+
+// ReadInPlace lends fn the n bytes at off of the member where the
+// archive's reader lends them (blosc.InPlaceReader).
+func (m *inPlaceMember) ReadInPlace(off, n int64, fn func([]byte) error) (bool, error) {
+	if off < 0 || n < 0 || off > m.Size()-n {
+		return false, nil
+	}
+	d, err := m.DataOffset()
+	if err != nil {
+		return false, err
+	}
+	return m.ip.ReadInPlace(d+off, n, fn)
 }
