@@ -3,6 +3,7 @@ package integration
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/internal/testkit/b2w"
 	"github.com/bloscfs/bloscfs/internal/testkit/fixtures"
@@ -322,4 +324,122 @@ func mustRead(t testing.TB, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// walkArrayFrame returns a float64 random walk of n elements as a .b2nd
+// frame of chunks and blocks of the given elements, compressed with p.
+func walkArrayFrame(t testing.TB, n, chunk, block int, p blosc.Params) []byte {
+	t.Helper()
+	data := make([]byte, 8*n)
+	genWalkSeed(data, 3)
+	a, err := frame.NewArray([]int64{int64(n)}, "<f8", 8, []int32{int32(chunk)}, []int32{int32(block)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &b2w.MemFile{}
+	if err := frame.WriteArray(m, bytes.NewReader(data), a, p); err != nil {
+		t.Fatal(err)
+	}
+	return m.B
+}
+
+// genWalkSeed fills b with a float64 random walk (genWalk's).
+func genWalkSeed(b []byte, seed uint64) { genWalk(b, seed) }
+
+// TestB2StoreEmbeddedDecodes: a 4 KiB read through the mount of an
+// array embedded in an EmbedStore decodes only the store chunks that
+// hold the bytes it needs (the leaf chunk's header and block starts, and
+// the block's compressed bytes), counted by the mount's statistics: the
+// store's chunks decode to 8 KiB blocks, the array's to 64 KiB ones (or
+// the part a read needs).
+func TestB2StoreEmbeddedDecodes(t *testing.T) {
+	setup.Require(t)
+	src := filepath.Join(t.TempDir(), "src")
+	os.Mkdir(src, 0o755)
+	const n, chunk, block = 256 << 10, 32 << 10, 8 << 10 // 2 MiB of 256 KiB chunks of 64 KiB blocks
+	leaf := walkArrayFrame(t, n, chunk, block, blosc.DefaultParams(8))
+	w := b2w.NewStoreWriter(b2w.MarkerEmbed, 1<<13)
+	w.Set("/big", leaf)
+	store := w.Frame()
+	if err := os.WriteFile(filepath.Join(src, "s.b2e"), store, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := mountDaemon(t, src)
+	f, err := os.Open(m.Path("s.b2e/big.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
+	// decodes returns the blocks the mount has decoded, and their bytes.
+	decodes := func() (blocks, bytes int64) {
+		var s struct {
+			Codecs map[string]struct {
+				Blocks int64 `json:"blocks"`
+				Bytes  int64 `json:"decoded_bytes"`
+			} `json:"codecs"`
+		}
+		buf := make([]byte, 64<<10)
+		k, err := unix.Getxattr(m.Dir, "user.bloscfs.stats", buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(buf[:k], &s); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range s.Codecs {
+			blocks, bytes = blocks+c.Blocks, bytes+c.Bytes
+		}
+		return blocks, bytes
+	}
+	want := readAllFile(t, filepath.Join(src, "s.b2e"), "big")
+	st, _ := f.Stat()
+	hdr := st.Size() - 8*n
+	for _, at := range []int64{3*8*chunk + 2*8*block + 8192, 6*8*chunk + 8192} {
+		off := (hdr + at) &^ 4095
+		b0, n0 := decodes()
+		b := make([]byte, 4096)
+		if _, err := f.ReadAt(b, off); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, want[off:off+4096]) {
+			t.Fatalf("4 KiB at %d differ", off)
+		}
+		b1, n1 := decodes()
+		// One decode of the array (a 64 KiB block, or the 4 KiB of it
+		// the read needs); the others are store chunks of 8 KiB.
+		stored := b1 - b0 - 1
+		t.Logf("4 KiB at %d: %d blocks decoded, %d bytes: %d of the store's %d chunks", off, b1-b0, n1-n0, stored, (len(store)+1<<13-1)>>13)
+		// A 64 KiB block of the array compresses to at most 64 KiB and
+		// the overhead: at most 9 store chunks, and one for its chunk's
+		// header and block starts.
+		if stored < 1 || stored > 11 || n1-n0 > stored<<13+8*8*block {
+			t.Errorf("4 KiB at %d: %d blocks of %d bytes decoded", off, b1-b0, n1-n0)
+		}
+	}
+}
+
+// readAllFile returns the view of path/key of the store at path, from
+// its tree.
+func readAllFile(t testing.TB, path, key string) []byte {
+	t.Helper()
+	tr := openStore(t, path)
+	ents, err := tr.ReadDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.TrimSuffix(e.Name, ".npy") == key {
+			c, err := tr.Open(e.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, c.Size())
+			c.ReadAt(b, 0)
+			c.(interface{ Close() error }).Close()
+			return b
+		}
+	}
+	t.Fatalf("%s has no %s", path, key)
+	return nil
 }
