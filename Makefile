@@ -301,9 +301,10 @@ bench: bench-mount bench-remote
 # adds our decoder against c-blosc2 on its own frames and zstd through
 # the mount against the FUSE ceiling (256 MiB per data set by default),
 # and BenchmarkPackVsC pack ÷ c-blosc2 per codec and clevel (at most
-# 256 MiB per data set).
+# 256 MiB per data set). BenchmarkB2StoreTable reads an array as the leaf
+# of a python-blosc2 .b2z against the same .b2nd as a file.
 bench-table: deps
-	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkTable$$|BenchmarkZarrTable|BenchmarkDecodeVsC|BenchmarkPackVsC|BenchmarkListing' -benchtime=1x -timeout=150m ./integration/
+	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkTable$$|BenchmarkZarrTable|BenchmarkB2StoreTable|BenchmarkDecodeVsC|BenchmarkPackVsC|BenchmarkListing' -benchtime=1x -timeout=150m ./integration/
 	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkRemoteListing' -benchtime=1x -timeout=30m ./integration/remote/
 	@echo; cat bench-table.md
 

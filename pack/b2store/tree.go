@@ -291,10 +291,12 @@ func (t *Tree) resolve(path string) (*dirView, viewItem, error) {
 }
 
 // Open returns the file at path as a Container that is also an
-// io.Closer (to be closed when done): an NDArray leaf's NPY view, an SChunk leaf's frame (its
-// plain bytes; also a pack.Streamer and pack.ChunkSource), a C2Array
-// reference's JSON document. Reads decode the frame's chunks and check
-// them as reads of a .b2nd or .b2frame file do.
+// io.Closer (to be closed when done): an NDArray leaf's NPY view (a
+// pack.Streamer, as a .b2nd file's view is to the mount), an SChunk
+// leaf's frame (its plain bytes; also a pack.Streamer and
+// pack.ChunkSource), a C2Array reference's JSON document. Reads decode
+// the frame's chunks and check them as reads of a .b2nd or .b2frame file
+// do.
 func (t *Tree) Open(path string) (pack.Container, error) {
 	_, it, err := t.resolve(path)
 	if err != nil {
@@ -652,11 +654,31 @@ func (r *releaser) Close() error {
 	return nil
 }
 
-// npyFile is an NDArray leaf opened by Tree.Open.
+// npyFile is an NDArray leaf opened by Tree.Open: a pack.Streamer as a
+// .b2nd file's NPY view is to the mount (pack/all.View), so that a
+// sequential reader gets the same read-ahead.
 type npyFile struct {
 	*frame.NPYView
 	*releaser
 }
+
+// ReadAtOnce reads as ReadAt: the NPY view is not the frame's own bytes.
+func (f *npyFile) ReadAtOnce(p []byte, off int64) (int, error) { return f.ReadAt(p, off) }
+
+// Prefetch reads [off, off+n) of the view into scratch memory, which
+// decodes the blocks behind it into the cache for the reads that follow.
+func (f *npyFile) Prefetch(off, n int64, reader func() int64) error {
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	for end := min(off+n, f.Size()); off < end; off += int64(len(*bp)) {
+		if _, err := f.ReadAt((*bp)[:min(int64(len(*bp)), end-off)], off); err != nil && err != io.EOF {
+			return err
+		}
+	}
+	return nil
+}
+
+var scratch = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
 // frameFile is an SChunk leaf opened by Tree.Open: its frame, whose
 // methods (pack.Streamer, pack.ChunkSource) it has.
@@ -683,9 +705,9 @@ func (j *jsonFile) Info() pack.Info { return pack.Info{Size: int64(len(j.b))} }
 func (j *jsonFile) Close() error { return nil }
 
 var (
-	_ pack.Tree      = (*Tree)(nil)
-	_ pack.Container = (*npyFile)(nil)
-	_ io.Closer      = (*npyFile)(nil)
-	_ pack.Streamer  = (*frameFile)(nil)
-	_ io.Closer      = (*frameFile)(nil)
+	_ pack.Tree     = (*Tree)(nil)
+	_ pack.Streamer = (*npyFile)(nil)
+	_ io.Closer     = (*npyFile)(nil)
+	_ pack.Streamer = (*frameFile)(nil)
+	_ io.Closer     = (*frameFile)(nil)
 )
