@@ -337,6 +337,7 @@ run: build
 	echo "  od -A d -t f8 -j 8000 -N 40 $(MNT)/temperatures   # float64 values 1000-1004 of a frame"; \
 	echo "  head -c 128 $(MNT)/grid.npy; echo   # the NPY header of a .b2nd array"; \
 	echo "  ls $(MNT)/weather.zarr; head -c 128 $(MNT)/weather.zarr/pressure.npy; echo   # a Zarr array as one .npy"; \
+	echo "  ls -R $(MNT)/station.b2z; bin/bloscfs info examples/station.b2z   # a python-blosc2 TreeStore, zipped"; \
 	echo "  bin/bloscfs info examples/temperatures.b2frame   # how it is stored"; \
 	echo "  bin/bloscfs stats $(MNT)     # cache hits, misses, decode time"; \
 	if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then \
