@@ -755,3 +755,53 @@ func TestTreeFormatRegistered(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeConcurrent lists, stats, opens and reads every file of stores
+// from several goroutines at once, with room for two open leaf frames:
+// frames are closed and opened again under the readers' feet, and every
+// read gives the bytes a lone reader gets.
+func TestTreeConcurrent(t *testing.T) {
+	defer func(n int) { MaxOpenLeaves = n }(MaxOpenLeaves)
+	MaxOpenLeaves = 2
+	for _, name := range []string{"tree_t64k.b2z", "dict_t64k.b2d", "estore.b2e"} {
+		want := map[string][]byte{}
+		for p, e := range walkTree(t, openTreeFixture(t, name, nil)) {
+			if !e.Dir {
+				want[p] = readTreeFile(t, openTreeFixture(t, name, nil), p)
+			}
+		}
+		tr := openTreeFixture(t, name, newCountingCache())
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 10 {
+					for p, w := range want {
+						if (g+i)%3 == 0 {
+							dir := strings.TrimPrefix(path.Dir(p), ".")
+							if _, err := tr.ReadDir(dir); err != nil {
+								t.Error(err)
+							}
+						}
+						c, err := tr.Open(p)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						got := make([]byte, c.Size())
+						if _, err := c.ReadAt(got, 0); err != nil && err != io.EOF {
+							t.Errorf("%s: %s: %v", name, p, err)
+						}
+						c.(io.Closer).Close()
+						if !bytes.Equal(got, w) {
+							t.Errorf("%s: %s differs", name, p)
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := tr.openLeaves(); n > MaxOpenLeaves {
+			t.Errorf("%s: %d leaves open", name, n)
+		}
+	}
+}
