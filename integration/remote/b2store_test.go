@@ -184,6 +184,7 @@ func TestB2Store(t *testing.T) {
 // request is one request a recorder forwarded.
 type request struct {
 	method, key string
+	query       url.Values
 	start, end  int64 // the range [start, end); end -1 for none
 }
 
@@ -192,7 +193,8 @@ type request struct {
 type recorder struct {
 	srv  *httptest.Server
 	mu   sync.Mutex
-	reqs []request
+	reqs []request // since the last take
+	all  []request
 }
 
 func newRecorder(target string) *recorder {
@@ -203,7 +205,7 @@ func newRecorder(target string) *recorder {
 	r := &recorder{}
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
-		rq := request{method: q.Method, key: strings.TrimPrefix(q.URL.Path, "/"+b2Bucket+"/"), end: -1}
+		rq := request{method: q.Method, key: strings.TrimPrefix(strings.TrimPrefix(q.URL.Path, "/"+b2Bucket), "/"), query: q.URL.Query(), end: -1}
 		if rg := q.Header.Get("Range"); rg != "" {
 			a, b, _ := strings.Cut(strings.TrimPrefix(rg, "bytes="), "-")
 			rq.start, _ = strconv.ParseInt(a, 10, 64)
@@ -212,6 +214,7 @@ func newRecorder(target string) *recorder {
 		}
 		r.mu.Lock()
 		r.reqs = append(r.reqs, rq)
+		r.all = append(r.all, rq)
 		r.mu.Unlock()
 		proxy.ServeHTTP(w, q)
 	}))
@@ -292,7 +295,8 @@ func read4K(t *testing.T, p string, off int64, want []byte) {
 // index, once, when the store is first listed; then a 4 KiB read of a
 // leaf fetches only ranges of the chunks that hold it: of the leaf's
 // member, for a .b2z, at most two GETs per chunk; of the store's chunks
-// section, for a .b2e, never its index again.
+// section, for a .b2e, never its index again. A .b2d prefix is listed by
+// one LIST without delimiter.
 func TestB2StoreGETs(t *testing.T) {
 	local := uploadB2Store(t)
 	rec := newRecorder(endpoint)
@@ -410,5 +414,26 @@ func TestB2StoreGETs(t *testing.T) {
 	}
 	if fetched > int64(len(eb))/4 {
 		t.Errorf("two 4 KiB reads of the embedded array fetched %d bytes of the %d-byte store", fetched, len(eb))
+	}
+
+	// A .b2d prefix: one LIST without delimiter, however deep it is read.
+	for _, p := range []string{"tree_t64k.b2d", "tree_t64k.b2d/group", "tree_t64k.b2d/group/sub"} {
+		if _, err := os.ReadDir(m.Path(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.ReadFile(m.Path("tree_t64k.b2d/group/sub/big.npy")); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	var lists []request
+	for _, q := range rec.all {
+		if q.key == "" && q.query.Has("list-type") && strings.HasPrefix(q.query.Get("prefix"), "tree_t64k.b2d") {
+			lists = append(lists, q)
+		}
+	}
+	rec.mu.Unlock()
+	if len(lists) != 1 || lists[0].query.Get("delimiter") != "" {
+		t.Errorf("LISTs of the .b2d prefix: %+v, want one without delimiter", lists)
 	}
 }
