@@ -75,6 +75,82 @@ func decodeCanary(t *testing.T, name string, c *Chunk, want []byte) {
 				t.Fatalf("%s: DecodeBlockRangeRest(block %d, [%d,+%d), +%d) gives wrong bytes", name, i, w[0], k, w[1]-k)
 			}
 		}
+		decodeWindowsCanary(t, name, c, i, want[off:off+int64(bl)])
+		decodePlanesCanary(t, name, c, i, want[off:off+int64(bl)])
+	}
+}
+
+// decodeWindowsCanary decodes rows of block i (pieces with gaps between
+// them, as a gather of an N-D array's rows takes) with
+// DecodeBlockWindows, each into a canaried window, and compares them
+// with want, the block's bytes.
+func decodeWindowsCanary(t *testing.T, name string, c *Chunk, i int, want []byte) {
+	t.Helper()
+	bl := len(want)
+	r := rand.New(rand.NewPCG(uint64(bl), uint64(i)+1))
+	for _, rows := range []int{1, 3, 17} {
+		var ws [][2]int
+		at := r.IntN(bl)
+		for range rows {
+			if at >= bl {
+				break
+			}
+			n := 1 + r.IntN(min(bl-at, 9000))
+			ws = append(ws, [2]int{at, n})
+			at += n + r.IntN(5000)
+		}
+		cs := make([]*testkit.Canary, len(ws))
+		bws := make([]Window, len(ws))
+		for k, w := range ws {
+			cs[k] = testkit.NewCanary(w[1])
+			bws[k] = Window{From: w[0], Dst: cs[k].Dst()}
+		}
+		if err := c.DecodeBlockWindows(i, bws); err != nil {
+			t.Fatalf("%s: DecodeBlockWindows(block %d, %v): %v", name, i, ws, err)
+		}
+		for k, w := range ws {
+			if err := cs[k].Check(); err != nil {
+				t.Fatalf("%s: DecodeBlockWindows(block %d, %v): window %d %s", name, i, ws, k, err)
+			}
+			if !bytes.Equal(cs[k].Dst(), want[w[0]:w[0]+w[1]]) {
+				t.Fatalf("%s: DecodeBlockWindows(block %d, %v): window %d gives wrong bytes", name, i, ws, k)
+			}
+		}
+	}
+}
+
+// decodePlanesCanary decodes block i as its byte planes into a canaried
+// window, and unshuffles ranges of it (rangeWindows) into canaried
+// windows, comparing them with want, the block's bytes.
+func decodePlanesCanary(t *testing.T, name string, c *Chunk, i int, want []byte) {
+	t.Helper()
+	if i > 0 && c.NeedsBlock0() {
+		return // not decoded as planes, and not without block 0
+	}
+	bl := len(want)
+	cp := testkit.NewCanary(bl)
+	if err := c.DecodeBlockPlanes(cp.Dst(), i); err != nil {
+		t.Fatalf("%s: DecodeBlockPlanes(%d): %v", name, i, err)
+	}
+	if err := cp.Check(); err != nil {
+		t.Fatalf("%s: DecodeBlockPlanes(%d) %s", name, i, err)
+	}
+	ts := c.PlanesTypesize(i)
+	if ts == 1 {
+		if !bytes.Equal(cp.Dst(), want) {
+			t.Fatalf("%s: DecodeBlockPlanes(%d), not as planes, gives wrong bytes", name, i)
+		}
+		return
+	}
+	for _, w := range rangeWindows(bl, i) {
+		cr := testkit.NewCanary(w[1])
+		UnshufflePlanes(cr.Dst(), cp.Dst(), ts, w[0])
+		if err := cr.Check(); err != nil {
+			t.Fatalf("%s: UnshufflePlanes(block %d of %d-byte items, [%d,+%d)) %s", name, i, ts, w[0], w[1], err)
+		}
+		if !bytes.Equal(cr.Dst(), want[w[0]:w[0]+w[1]]) {
+			t.Fatalf("%s: UnshufflePlanes(block %d of %d-byte items, [%d,+%d)) gives wrong bytes", name, i, ts, w[0], w[1])
+		}
 	}
 }
 

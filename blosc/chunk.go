@@ -56,7 +56,7 @@ func NewChunk(r io.ReaderAt, size int64) (*Chunk, error) {
 	head := *hp
 	got, err := r.ReadAt(head, 0)
 	if err != nil && !(errors.Is(err, io.EOF) && got > 0) {
-		return nil, fmt.Errorf("%w: reading header: %w", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: reading header: %w: %w", ErrCorrupt, errRead, err)
 	}
 	head = head[:got]
 	h, err := ParseHeader(head)
@@ -117,7 +117,7 @@ func (c *Chunk) readAt(p []byte, off int64) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("%w: reading %d bytes at %d: %w", ErrCorrupt, len(p), off, err)
+	return fmt.Errorf("%w: reading %d bytes at %d: %w: %w", ErrCorrupt, len(p), off, errRead, err)
 }
 
 func (c *Chunk) parse() error {
@@ -373,7 +373,7 @@ func (c *Chunk) Decode(dst []byte) error {
 		off, end := c.BlockOffset(i), c.BlockOffset(i)+int64(c.BlockLen(i))
 		b := dst[off:end:end]
 		if whole != nil {
-			if err := c.decodeFrom(b, i, ref, whole[int64(c.bstarts[i])-lo:int64(c.bends[i])-lo]); err != nil {
+			if err := c.decodeFrom(b, i, ref, whole[int64(c.bstarts[i])-lo:int64(c.bends[i])-lo], 0); err != nil {
 				return fmt.Errorf("block %d: %w", i, err)
 			}
 		} else if err := c.DecodeBlockRef(b, i, ref); err != nil {
@@ -461,7 +461,7 @@ func (c *Chunk) DecodeBlockRef(dst []byte, i int, ref []byte) error {
 	case c.Memcpyed():
 		return c.readAt(dst, int64(c.Len())+off)
 	}
-	if err := c.decodeStreams(dst, i, ref); err != nil {
+	if err := c.decodeStreams(dst, i, ref, 0); err != nil {
 		return fmt.Errorf("block %d: %w", i, err)
 	}
 	return nil
@@ -504,17 +504,20 @@ func inPlace(r io.ReaderAt) (InPlaceReader, int64, int64, bool) {
 	return nil, 0, 0, false
 }
 
-func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte) error {
+// decodeStreams decodes block i into dst from its compressed bytes, read
+// from memory, in place or with a read; with planes > 0, it decodes its
+// planes streams and leaves them as they are (see DecodeBlockPlanes).
+func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte, planes int) error {
 	start, end := int64(c.bstarts[i]), int64(c.bends[i])
 	if c.data != nil {
-		return c.decodeFrom(dst, i, ref, c.data[start:end])
+		return c.decodeFrom(dst, i, ref, c.data[start:end], planes)
 	}
 	// Not for libzstd: a fault on a mapping (the file shrank) inside C
 	// code cannot be turned into an error; it would kill the process.
 	cZstd := c.Codec() == CodecZstd && libzstd() != nil
 	if ip, base, n, ok := inPlace(c.r); ok && !cZstd && end <= n && end <= int64(c.Cbytes) {
 		if ok, err := ip.ReadInPlace(base+start, end-start, func(src []byte) error {
-			return c.decodeFrom(dst, i, ref, src)
+			return c.decodeFrom(dst, i, ref, src, planes)
 		}); ok {
 			return err
 		}
@@ -525,11 +528,15 @@ func (c *Chunk) decodeStreams(dst []byte, i int, ref []byte) error {
 	if err := c.readAt(src, start); err != nil {
 		return err
 	}
-	return c.decodeFrom(dst, i, ref, src)
+	return c.decodeFrom(dst, i, ref, src, planes)
 }
 
-// decodeFrom decodes block i from its compressed bytes src.
-func (c *Chunk) decodeFrom(dst []byte, i int, ref, src []byte) error {
+// decodeFrom decodes block i from its compressed bytes src; with planes
+// > 0, its planes streams only (see DecodeBlockPlanes).
+func (c *Chunk) decodeFrom(dst []byte, i int, ref, src []byte, planes int) error {
+	if planes > 0 {
+		return c.decodeSplit(dst, src, planes, nil, nil)
+	}
 	// dst is the caller's, capped at its length by DecodeBlockRef: the
 	// codec writes nothing behind it. A filtered block decodes into
 	// scratch first, whose spare room lets zstd use its fast copies.
@@ -719,7 +726,7 @@ func (c *Chunk) decodeZstdChunk(dst, src []byte, lo int64) error {
 			if err := run(); err != nil {
 				return err
 			}
-			if err := c.decodeFrom(d, i, nil, bsrc); err != nil {
+			if err := c.decodeFrom(d, i, nil, bsrc, 0); err != nil {
 				return fmt.Errorf("block %d: %w", i, err)
 			}
 			continue

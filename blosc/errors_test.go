@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,5 +234,56 @@ func TestZstdDictEviction(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Fatal("decoding hangs")
 		}
+	}
+}
+
+// failingReader fails every read past its first n bytes with err.
+type failingReader struct {
+	b   []byte
+	n   int64
+	err error
+}
+
+func (r failingReader) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > r.n {
+		return 0, r.err
+	}
+	return copy(p, r.b[off:]), nil
+}
+
+// TestReadFailed: a block whose bytes cannot be read (the reader's error,
+// a short read) is ErrCorrupt and ReadFailed; one whose bytes do not
+// decode is ErrCorrupt only, so that readers remember only the latter.
+func TestReadFailed(t *testing.T) {
+	good, _ := goodChunks(t)
+	for _, eio := range []error{errors.New("EIO"), io.EOF} {
+		c, err := NewChunk(failingReader{good, HeadRead, eio}, int64(len(good)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := make([]byte, c.BlockLen(c.NumBlocks()-1))
+		err = c.DecodeBlock(dst, c.NumBlocks()-1)
+		if !errors.Is(err, ErrCorrupt) || !ReadFailed(err) {
+			t.Errorf("a read failing with %v: %v, want ErrCorrupt and ReadFailed", eio, err)
+		}
+		if err = c.DecodeBlockRange(dst[:100], c.NumBlocks()-1, 5); !errors.Is(err, ErrCorrupt) || !ReadFailed(err) {
+			t.Errorf("a range read failing with %v: %v, want ErrCorrupt and ReadFailed", eio, err)
+		}
+	}
+	if _, err := NewChunk(failingReader{good, 0, errors.New("EIO")}, int64(len(good))); !ReadFailed(err) {
+		t.Errorf("a header read failing: %v, want ReadFailed", err)
+	}
+	c, err := NewChunkBytes(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, _ := c.CompressedExtent(1)
+	bad, err := NewChunkBytes(put32(good, int(start), 0x7fffffff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bad.DecodeBlock(make([]byte, bad.BlockLen(1)), 1)
+	if !errors.Is(err, ErrCorrupt) || ReadFailed(err) {
+		t.Errorf("a stream that does not decode: %v, want ErrCorrupt, not ReadFailed", err)
 	}
 }

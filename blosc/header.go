@@ -32,6 +32,17 @@ var (
 	ErrUnsupported = errors.New("not supported")
 )
 
+// errRead marks, beside ErrCorrupt, a failure to read a chunk's bytes
+// (a short read, or the reader's own error), which says nothing of the
+// bytes themselves.
+var errRead = errors.New("read failed")
+
+// ReadFailed reports whether err comes from reading a chunk's bytes (a
+// short read, or an error of the io.ReaderAt), rather than from the bytes
+// read: readers that remember the blocks that do not decode do not
+// remember such a failure, which a retry may not meet.
+func ReadFailed(err error) bool { return errors.Is(err, errRead) }
+
 // Header sizes.
 const (
 	// MinHeaderLen is the size of the Blosc1 header.

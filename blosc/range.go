@@ -39,36 +39,70 @@ func (c *Chunk) DecodeBlockRangeRest(dst, rest []byte, i, from int) error {
 	if from < 0 || from > bl || len(dst) > bl-from || len(rest) > bl-from-len(dst) {
 		return fmt.Errorf("blosc: range [%d,%d) outside block %d of %d bytes", from, from+len(dst)+len(rest), i, bl)
 	}
-	ws := [2]window{{from, dst[:len(dst):len(dst)]}, {from + len(dst), rest[:len(rest):len(rest)]}}
+	ws := [2]Window{{from, dst[:len(dst):len(dst)]}, {from + len(dst), rest[:len(rest):len(rest)]}}
 	if len(dst)+len(rest) == 0 {
 		return nil
 	}
+	return c.decodeWindows(i, ws[:])
+}
+
+// DecodeBlockWindows writes bytes of decoded block i to windows ws,
+// which must follow one another in the block (each starts at or after
+// the end of the one before): window w gets bytes [w.From,
+// w.From+len(w.Dst)). As DecodeBlockRange, it decodes no more of the
+// block than the windows need where the block's layout allows it, and
+// unshuffles only their bytes, straight into them: the rows of an N-D
+// array's chunk that one read of its view takes decode into their
+// places in the read. Nothing is written outside the windows.
+func (c *Chunk) DecodeBlockWindows(i int, ws []Window) error {
+	if i < 0 || i >= c.nblocks {
+		return fmt.Errorf("blosc: block %d out of range [0,%d)", i, c.nblocks)
+	}
+	bl, end := c.BlockLen(i), 0
+	for k := range ws {
+		w := &ws[k]
+		if w.From < end || w.From > bl || len(w.Dst) > bl-w.From {
+			return fmt.Errorf("blosc: window [%d,%d) outside block %d of %d bytes, or before the window before it", w.From, w.From+len(w.Dst), i, bl)
+		}
+		w.Dst = w.Dst[:len(w.Dst):len(w.Dst)]
+		end = w.From + len(w.Dst)
+	}
+	if len(ws) == 0 || end == ws[0].From {
+		return nil
+	}
+	return c.decodeWindows(i, ws)
+}
+
+// decodeWindows is DecodeBlockWindows on checked windows, the last of
+// which ends past the first's start.
+func (c *Chunk) decodeWindows(i int, ws []Window) error {
+	bl := c.BlockLen(i)
 	off := c.BlockOffset(i)
 	switch {
 	case c.Special() != SpecialNone:
 		for _, w := range ws {
 			if c.value != nil {
-				fillPattern(w.dst, c.value, off+int64(w.from))
+				fillPattern(w.Dst, c.value, off+int64(w.From))
 			} else {
-				clear(w.dst)
+				clear(w.Dst)
 			}
 		}
 		return nil
 	case c.Memcpyed():
 		for _, w := range ws {
-			if len(w.dst) > 0 {
-				if err := c.readAt(w.dst, int64(c.Len())+off+int64(w.from)); err != nil {
+			if len(w.Dst) > 0 {
+				if err := c.readAt(w.Dst, int64(c.Len())+off+int64(w.From)); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	if from == 0 && len(dst) == bl {
-		return c.DecodeBlock(dst, i)
+	if ws[0].From == 0 && len(ws[0].Dst) == bl {
+		return c.DecodeBlock(ws[0].Dst, i)
 	}
 	if lay, ok := c.rangeLayout(i); ok {
-		if err := c.decodeRangeStreams(ws[:], i, lay); err != nil {
+		if err := c.decodeRangeStreams(ws, i, lay); err != nil {
 			return fmt.Errorf("block %d: %w", i, err)
 		}
 		return nil
@@ -79,15 +113,16 @@ func (c *Chunk) DecodeBlockRangeRest(dst, rest []byte, i, from int) error {
 		return err
 	}
 	for _, w := range ws {
-		copy(w.dst, (*bp)[w.from:])
+		copy(w.Dst, (*bp)[w.From:])
 	}
 	return nil
 }
 
-// window is where bytes [from, from+len(dst)) of a block go.
-type window struct {
-	from int
-	dst  []byte
+// A Window is where bytes [From, From+len(Dst)) of a decoded block go
+// (see DecodeBlockWindows).
+type Window struct {
+	From int
+	Dst  []byte
 }
 
 // layout is how a block's bytes lie in its streams, for a range decode.
@@ -174,7 +209,7 @@ func (s *blockSrc) get(lo, hi, ahead int) ([]byte, error) {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, fmt.Errorf("%w: reading %d bytes at %d: %w", ErrCorrupt, end-lo, s.start+int64(lo), err)
+		return nil, fmt.Errorf("%w: reading %d bytes at %d: %w: %w", ErrCorrupt, end-lo, s.start+int64(lo), errRead, err)
 	}
 	if len(s.spans) < 32 {
 		s.spans = append(s.spans, [2]int{lo, end})
@@ -195,7 +230,7 @@ func (s *blockSrc) readTo(p []byte, lo int) error {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("%w: reading %d bytes at %d: %w", ErrCorrupt, len(p), s.start+int64(lo), err)
+		return fmt.Errorf("%w: reading %d bytes at %d: %w: %w", ErrCorrupt, len(p), s.start+int64(lo), errRead, err)
 	}
 	return nil
 }
@@ -283,7 +318,7 @@ type Holder interface {
 
 // decodeRangeStreams decodes the range of block i from its streams,
 // reading them from memory, in place, or in parts.
-func (c *Chunk) decodeRangeStreams(ws []window, i int, lay layout) error {
+func (c *Chunk) decodeRangeStreams(ws []Window, i int, lay layout) error {
 	start, end := int64(c.bstarts[i]), int64(c.bends[i])
 	if c.data != nil {
 		return c.decodeRange(ws, i, lay, &blockSrc{mem: c.data[start:end]})
@@ -330,9 +365,9 @@ func (c *Chunk) decodeRangeStreams(ws []window, i int, lay layout) error {
 
 // decodeRange decodes the bytes of block i for windows ws, which follow
 // one another, from src.
-func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error {
+func (c *Chunk) decodeRange(ws []Window, i int, lay layout, src *blockSrc) error {
 	bsize := c.BlockLen(i)
-	a, b := ws[0].from, ws[len(ws)-1].from+len(ws[len(ws)-1].dst)
+	a, b := ws[0].From, ws[len(ws)-1].From+len(ws[len(ws)-1].Dst)
 	nst, sts := lay.nstreams, lay.sts
 	neblock := bsize / nst
 	// The shuffled bytes of the block, S: plane j of element e at
@@ -484,10 +519,10 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 	}
 	if sts == 1 {
 		for _, w := range ws {
-			a, b := w.from, w.from+len(w.dst)
+			a, b := w.From, w.From+len(w.Dst)
 			for s, o := range view {
 				if s*neblock < b && (s+1)*neblock > a {
-					copy(w.dst[max(s*neblock-a, 0):], o[max(a-s*neblock, 0):min(b-s*neblock, neblock)])
+					copy(w.Dst[max(s*neblock-a, 0):], o[max(a-s*neblock, 0):min(b-s*neblock, neblock)])
 				}
 			}
 		}
@@ -506,10 +541,10 @@ func (c *Chunk) decodeRange(ws []window, i int, lay layout, src *blockSrc) error
 		}
 	}
 	for _, w := range ws {
-		a, b := w.from, w.from+len(w.dst)
-		unshuffleRange(w.dst, pl, a, min(b, N*sts))
+		a, b := w.From, w.From+len(w.Dst)
+		unshuffleRange(w.Dst, pl, a, min(b, N*sts))
 		for p := max(a, N*sts); p < b; p++ { // bytes after the last element
-			w.dst[p-a] = view[0][p]
+			w.Dst[p-a] = view[0][p]
 		}
 	}
 	return nil

@@ -77,7 +77,8 @@ func (t *openTree) release() {
 }
 
 // readDir returns the entries of the directory at p, read once per
-// opened tree.
+// opened tree. What reading it left out (a tree may find it only then)
+// is logged, once each.
 func (t *openTree) readDir(p string) ([]pack.TreeEntry, error) {
 	t.mu.Lock()
 	ents, ok := t.dirs[p]
@@ -88,6 +89,9 @@ func (t *openTree) readDir(p string) ([]pack.TreeEntry, error) {
 	ents, err := t.t.ReadDir(p)
 	if err != nil {
 		return nil, err
+	}
+	if t.f != nil {
+		t.f.logProblems(t.t)
 	}
 	t.mu.Lock()
 	if t.dirs == nil {

@@ -158,6 +158,16 @@ type ChunkReader struct {
 	direct atomic.Int64 // blocks decoded straight into a read's buffer, bypassing the cache
 	ranged atomic.Int64 // parts of blocks decoded alone into a read's buffer
 
+	gens atomic.Uint64 // numbers the parsed chunks (chunkSlot.gen)
+
+	// bad remembers the blocks that failed to decode, by chunk, block and
+	// the parse of the chunk (its gen): reading one again gives the same
+	// error without reading or decoding it. badN counts them, so that a
+	// read looks nothing up while none failed.
+	badMu sync.Mutex
+	bad   map[badKey]error
+	badN  atomic.Int32
+
 	partMu sync.Mutex
 	parts  [partsKept]BlockKey // the blocks of the last partial decodes
 	partN  int                 // how many parts were ever recorded
@@ -253,8 +263,20 @@ type chunkSlot struct {
 	done  atomic.Bool // set after once ran: skips building its closure
 	c     *blosc.Chunk
 	err   error
-	bytes int64 // memory charged for c (guarded by the reader's mu)
+	bytes int64  // memory charged for c (guarded by the reader's mu)
+	gen   uint64 // the reader's number of this parse of the chunk
 }
+
+// badKey names a block of one parse of a chunk (see ChunkReader.bad).
+type badKey struct {
+	chunk int
+	block int
+	gen   uint64
+}
+
+// maxBadBlocks bounds the failed blocks a reader remembers; past it one
+// is forgotten for each new one.
+const maxBadBlocks = 256
 
 // maxParsedChunks bounds the number of parsed chunk headers kept.
 const maxParsedChunks = 4096
@@ -394,10 +416,16 @@ func (r *ChunkReader) Size() int64 { return r.src.ChunkOffset(r.src.NumChunks())
 
 // Chunk returns parsed chunk i.
 func (r *ChunkReader) Chunk(i int) (*blosc.Chunk, error) {
+	c, _, err := r.chunk(i)
+	return c, err
+}
+
+// chunk returns parsed chunk i and the number of its parse.
+func (r *ChunkReader) chunk(i int) (*blosc.Chunk, uint64, error) {
 	r.mu.Lock()
 	s, ok := r.chunks.Get(i)
 	if !ok {
-		s = new(chunkSlot)
+		s = &chunkSlot{gen: r.gens.Add(1)}
 		r.chunks.Add(i, s)
 	}
 	r.mu.Unlock()
@@ -417,15 +445,16 @@ func (r *ChunkReader) Chunk(i int) (*blosc.Chunk, error) {
 			r.mu.Unlock()
 		})
 	}
-	if s.err != nil && Transient(s.err) {
-		// Not a fact about the chunk: try again next time.
+	if s.err != nil && (Transient(s.err) || blosc.ReadFailed(s.err)) {
+		// Not a fact about the chunk (out of something, or a read of its
+		// bytes failed: a bucket's GET): try again next time.
 		r.mu.Lock()
 		if cur, ok := r.chunks.Peek(i); ok && cur == s {
 			r.chunks.Remove(i)
 		}
 		r.mu.Unlock()
 	}
-	return s.c, s.err
+	return s.c, s.gen, s.err
 }
 
 // ChunkSpecial reports whether chunk i is a special chunk (zeros, NaN,
@@ -463,6 +492,38 @@ func ChunkAt(src ChunkSource, off int64) int {
 
 // key returns the cache key of block b of chunk i.
 func (r *ChunkReader) key(i, b int) BlockKey { return BlockKey{r.id, int64(i), int32(b)} }
+
+// planesKey returns the cache key of block b of chunk i kept as its byte
+// planes (blosc.DecodeBlockPlanes).
+func (r *ChunkReader) planesKey(i, b int) BlockKey { return BlockKey{r.id, int64(i), int32(-2 - b)} }
+
+// pieceKey returns the cache key of the block that piece pc is read
+// from.
+func (r *ChunkReader) pieceKey(pc piece) BlockKey {
+	if pc.planes > 1 {
+		return r.planesKey(pc.chunk, pc.block)
+	}
+	return r.key(pc.chunk, pc.block)
+}
+
+// planesBlock returns block b of chunk i as its byte planes, through the
+// cache, pinned.
+func (r *ChunkReader) planesBlock(i int, c *blosc.Chunk, b int) (*bcache.Ref, error) {
+	k := r.planesKey(i, b)
+	if ref, ok := r.cache.TryAcquire(k); ok {
+		return ref, nil
+	}
+	return r.cache.Acquire(k, func() ([]byte, error) {
+		if err := r.checkBlock(i, c, b); err != nil {
+			return nil, err
+		}
+		out := r.cache.Alloc(c.BlockLen(b))
+		if err := c.DecodeBlockPlanes(out, b); err != nil {
+			return nil, fmt.Errorf("%s: chunk %d: %w", r.name, i, err)
+		}
+		return out, nil
+	})
+}
 
 // block returns decoded block b of chunk i through the cache, pinned.
 func (r *ChunkReader) block(i int, c *blosc.Chunk, b int) (*bcache.Ref, error) {
@@ -524,8 +585,16 @@ const (
 type piece struct {
 	chunk, block int
 	c            *blosc.Chunk
-	from, n      int    // the byte range [from, from+n) of the block
-	dst          []byte // where it goes; nil for readWarm
+	gen          uint64 // the parse of the chunk c is
+	from, n      int    // the byte range [from, from+n) of the block (n: of all wins)
+	dst          []byte // where it goes; nil for readWarm and a gather
+	// wins, when not nil, are the block's pieces of a gather (ReadRuns),
+	// which follow one another in the block, each with where it goes.
+	wins []blosc.Window
+	win0 int // where wins start in the gather's list, while it is built
+	// planes is the item size of the byte planes that a gather's block
+	// is cached as (blosc.DecodeBlockPlanes), 0 or 1 for its bytes.
+	planes int
 }
 
 // ReadAt reads plain bytes. It is safe for concurrent use.
@@ -570,6 +639,152 @@ func (r *ChunkReader) Prefetch(off, n int64, reader func() int64) error {
 	return nil
 }
 
+// A Run is one piece of a gather (ChunkReader.ReadRuns): the N plain
+// bytes at offset At go to p[To:To+N].
+type Run struct{ At, To, N int64 }
+
+// ReadRuns copies the plain bytes of each run into p: a gather, such as
+// the rows of an N-D array's chunks that one read of its C-order view
+// takes. The runs of one block should be adjacent in runs (those of a
+// chunk together, in the order of their offsets): a block that several
+// adjacent runs read is pinned once for all of them. A sequential reader
+// (once, as ReadAtOnce) that takes all of a block nobody has decoded,
+// and a random reader that takes a small part of a large one, decode
+// the runs straight into place (blosc.Chunk.DecodeBlockWindows); other
+// blocks are decoded into the cache, where the calls that read their
+// other runs find them (the rows of a chunk of a 2-D array lie in many
+// reads of its view, a few kilobytes in each): as byte planes, each run
+// unshuffled from them into place, where the runs are long enough. A
+// block that one run reads alone is read as ReadAt reads it. The missing
+// blocks of a call decode in parallel; those that such sequential reads
+// have read all of leave the cache. It is safe for concurrent use.
+func (r *ChunkReader) ReadRuns(p []byte, runs []Run, once bool) error {
+	mode := readKeep
+	if once {
+		mode = readOnce
+	}
+	size := r.Size()
+	g := gathers.Get().(*gather)
+	defer g.put()
+	ci, cstart, cend := -1, int64(0), int64(0)
+	var c *blosc.Chunk
+	var gen uint64
+	for _, run := range runs {
+		if run.N <= 0 {
+			continue
+		}
+		if run.At < 0 || run.At > size-run.N || run.To < 0 || run.To > int64(len(p))-run.N {
+			return fmt.Errorf("%s: run of %d bytes from %d to %d: outside the %d plain bytes or the %d-byte buffer", r.name, run.N, run.At, run.To, size, len(p))
+		}
+		at, to, n := run.At, run.To, run.N
+		for n > 0 {
+			if at < cstart || at >= cend {
+				i := r.chunkAt(at)
+				cc, cg, err := r.chunk(i)
+				if err != nil {
+					return err
+				}
+				cstart, cend = r.src.ChunkOffset(i), r.src.ChunkOffset(i+1)
+				if int64(cc.Nbytes) != cend-cstart {
+					return fmt.Errorf("%s: chunk %d: %w: header says %d bytes, index %d", r.name, i, ErrFormat, cc.Nbytes, cend-cstart)
+				}
+				ci, c, gen = i, cc, cg
+			}
+			in := at - cstart
+			b := c.BlockAt(in)
+			from := in - c.BlockOffset(b)
+			k := min(int64(c.BlockLen(b))-from, n)
+			if k <= 0 {
+				return fmt.Errorf("%s: chunk %d: %w: no block holds offset %d", r.name, ci, ErrFormat, in)
+			}
+			if l := len(g.pieces) - 1; l >= 0 && g.pieces[l].chunk == ci && g.pieces[l].block == b && g.pieces[l].c == c &&
+				int(from) >= g.wins[len(g.wins)-1].From+len(g.wins[len(g.wins)-1].Dst) {
+				g.pieces[l].n += int(k)
+			} else {
+				if len(g.pieces) == maxBatch {
+					if err := g.flush(r, p, mode); err != nil {
+						return err
+					}
+				}
+				g.pieces = append(g.pieces, piece{chunk: ci, block: b, c: c, gen: gen, n: int(k), win0: len(g.wins)})
+			}
+			g.wins = append(g.wins, blosc.Window{From: int(from), Dst: p[to : to+k : to+k]})
+			at, to, n = at+k, to+k, n-k
+		}
+	}
+	return g.flush(r, p, mode)
+}
+
+// planesMinRun is the least mean length of the windows of a gather
+// whose block is cached as byte planes: each window is then unshuffled
+// from them straight into place, where its block is otherwise
+// unshuffled whole into the cache and each window copied out. A window
+// of a few items costs more to unshuffle alone (a call of the kernel,
+// 30-50 ns) than to copy; from rows of a few hundred bytes on (a 3-D
+// float32 cube's chunks: 720 bytes), the planes spare the block's whole
+// unshuffle.
+const planesMinRun = 256
+
+// gather is the scratch of a ReadRuns call: the pieces of the blocks it
+// reads, and their windows.
+type gather struct {
+	pieces []piece
+	wins   []blosc.Window
+}
+
+var gathers = sync.Pool{New: func() any { return new(gather) }}
+
+// put clears g (its pieces point into chunks and buffers) and pools it.
+func (g *gather) put() {
+	clear(g.pieces)
+	clear(g.wins)
+	g.pieces, g.wins = g.pieces[:0], g.wins[:0]
+	if cap(g.wins) > 1<<16 { // a huge gather: do not keep its memory
+		g.wins = nil
+	}
+	gathers.Put(g)
+}
+
+// flush serves the pieces gathered so far and starts afresh. A piece of
+// one window is an ordinary piece (a part of a block, whose paths avoid
+// the cache where they can); the others gather from their block, kept
+// in the cache as its byte planes where it has them.
+func (g *gather) flush(r *ChunkReader, p []byte, mode readMode) error {
+	for k := range g.pieces {
+		pc := &g.pieces[k]
+		end := len(g.wins)
+		if k+1 < len(g.pieces) {
+			end = g.pieces[k+1].win0
+		}
+		wins := g.wins[pc.win0:end]
+		pc.from = wins[0].From
+		ts := 1
+		if !pc.c.NeedsBlock0() {
+			ts = pc.c.PlanesTypesize(pc.block)
+		}
+		planes := ts > 1 && r.cache.Contains(r.planesKey(pc.chunk, pc.block))
+		switch {
+		case len(wins) == 1 && !planes:
+			pc.dst = wins[0].Dst
+		case planes:
+			// One window is a gather too where its block is cached as
+			// planes (the last row of a chunk the read before took the
+			// rest of).
+			pc.wins, pc.planes = wins, ts
+		default:
+			pc.wins = wins
+			if ts > 1 && pc.n/len(wins) >= planesMinRun && !r.cache.Contains(r.key(pc.chunk, pc.block)) {
+				pc.planes = ts
+			}
+		}
+	}
+	err := r.fill(g.pieces, mode, nil)
+	clear(g.pieces)
+	clear(g.wins)
+	g.pieces, g.wins = g.pieces[:0], g.wins[:0]
+	return err
+}
+
 func (r *ChunkReader) read(p []byte, off int64, mode readMode) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%s: negative offset %d", r.name, off)
@@ -610,7 +825,7 @@ func (r *ChunkReader) split(pieces []piece, off, n int64, p []byte) ([]piece, in
 	done := int64(0)
 	for start := len(pieces); done < n && len(pieces)-start < maxBatch; {
 		i := r.chunkAt(pos)
-		c, err := r.Chunk(i)
+		c, gen, err := r.chunk(i)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -625,7 +840,7 @@ func (r *ChunkReader) split(pieces []piece, off, n int64, p []byte) ([]piece, in
 		if k <= 0 {
 			return nil, 0, fmt.Errorf("%s: chunk %d: %w: no block holds offset %d", r.name, i, ErrFormat, in)
 		}
-		pc := piece{chunk: i, block: b, c: c, from: from, n: k}
+		pc := piece{chunk: i, block: b, c: c, gen: gen, from: from, n: k}
 		if p != nil {
 			pc.dst = p[done : done+int64(k)]
 		}
@@ -641,11 +856,22 @@ func (r *ChunkReader) split(pieces []piece, off, n int64, p []byte) ([]piece, in
 // dropped (but not a block 0 that the chunk's other blocks need as delta
 // reference).
 func (r *ChunkReader) deliver(pc piece, blk *bcache.Ref, mode readMode) {
-	if mode != readWarm {
+	switch {
+	case mode == readWarm:
+	case pc.planes > 1:
+		for _, w := range pc.wins {
+			blosc.UnshufflePlanes(w.Dst, blk.Bytes(), pc.planes, w.From)
+		}
+	case pc.wins != nil:
+		b := blk.Bytes()
+		for _, w := range pc.wins {
+			copy(w.Dst, b[w.From:])
+		}
+	default:
 		copy(pc.dst, blk.Bytes()[pc.from:])
 	}
 	if mode == readOnce && blk.Consume(pc.n) && (pc.block > 0 || !pc.c.NeedsBlock0()) {
-		r.cache.RemoveRef(r.key(pc.chunk, pc.block), blk) // while pinned: not a reloaded copy
+		r.cache.RemoveRef(r.pieceKey(pc), blk) // while pinned: not a reloaded copy
 	}
 	blk.Release()
 }
@@ -657,11 +883,57 @@ func (r *ChunkReader) deliver(pc piece, blk *bcache.Ref, mode readMode) {
 // going through the cache would only add a copy. A warm piece whose block
 // the reader has passed is skipped.
 func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) error {
+	if err := r.failed(pc); err != nil {
+		return err
+	}
 	err := r.fillPiece(pc, mode, reader)
-	if err != nil && errors.Is(err, ErrStale) {
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrStale):
 		r.forget(pc.chunk, pc.c)
+	default:
+		r.rememberBad(pc, err)
 	}
 	return err
+}
+
+// failed returns the error of piece pc's block if it failed to decode
+// before (in this parse of its chunk).
+func (r *ChunkReader) failed(pc piece) error {
+	if r.badN.Load() == 0 {
+		return nil
+	}
+	r.badMu.Lock()
+	defer r.badMu.Unlock()
+	return r.bad[badKey{pc.chunk, pc.block, pc.gen}]
+}
+
+// rememberBad remembers that piece pc's block failed to decode with err,
+// when err says so of its bytes: not a failure to read them (which a
+// retry may not meet), nor the refusal of a block larger than the
+// reader's bound (which costs nothing to find again). The container is
+// one version of its file (a Zarr array's chunks, one version each: a
+// chunk parsed anew is decoded anew), so a hostile block costs one
+// decode, not one per read.
+func (r *ChunkReader) rememberBad(pc piece, err error) {
+	if !(errors.Is(err, blosc.ErrCorrupt) || errors.Is(err, blosc.ErrUnsupported)) ||
+		blosc.ReadFailed(err) || Transient(err) || errors.Is(err, ErrUnsupported) {
+		return
+	}
+	r.badMu.Lock()
+	defer r.badMu.Unlock()
+	if r.bad == nil {
+		r.bad = map[badKey]error{}
+	}
+	k := badKey{pc.chunk, pc.block, pc.gen}
+	if _, ok := r.bad[k]; !ok && len(r.bad) >= maxBadBlocks {
+		for old := range r.bad {
+			delete(r.bad, old)
+			break
+		}
+	}
+	r.bad[k] = err
+	r.badN.Store(int32(len(r.bad)))
 }
 
 // forget drops chunk i, parsed as c, and its cached blocks: its stored
@@ -673,10 +945,11 @@ func (r *ChunkReader) forget(i int, c *blosc.Chunk) {
 	}
 	r.mu.Unlock()
 	for b := range c.NumBlocks() {
-		k := r.key(i, b)
-		if ref, ok := r.cache.TryAcquire(k); ok {
-			r.cache.RemoveRef(k, ref)
-			ref.Release()
+		for _, k := range []BlockKey{r.key(i, b), r.planesKey(i, b)} {
+			if ref, ok := r.cache.TryAcquire(k); ok {
+				r.cache.RemoveRef(k, ref)
+				ref.Release()
+			}
 		}
 	}
 }
@@ -685,6 +958,9 @@ func (r *ChunkReader) forget(i int, c *blosc.Chunk) {
 func (r *ChunkReader) fillPiece(pc piece, mode readMode, reader func() int64) error {
 	if reader != nil && r.src.ChunkOffset(pc.chunk)+pc.c.BlockOffset(pc.block)+int64(pc.c.BlockLen(pc.block)) <= reader() {
 		return nil
+	}
+	if pc.wins != nil {
+		return r.fillGather(pc, mode)
 	}
 	if mode == readOnce && pc.from == 0 && pc.n < pc.c.BlockLen(pc.block) && 2*pc.n >= pc.c.BlockLen(pc.block) &&
 		pc.c.BlockLen(pc.block)-pc.n <= maxRest && !pc.c.NeedsBlock0() && !r.cache.Contains(r.key(pc.chunk, pc.block)) {
@@ -750,6 +1026,49 @@ func (r *ChunkReader) fillPiece(pc piece, mode readMode, reader func() int64) er
 	return nil
 }
 
+// fillGather serves a piece of a gather: several windows of one block.
+// A sequential reader (or one without a cache) that takes all of a block
+// nobody has decoded, and a random reader that takes a small part of a
+// large one (see partial), decode the windows straight into place;
+// otherwise the block goes through the cache, as its byte planes where
+// it has them, for the reads of its other windows to take: the rows of
+// an N-D array's chunk lie in many reads of its view.
+func (r *ChunkReader) fillGather(pc piece, mode readMode) error {
+	bl := pc.c.BlockLen(pc.block)
+	_, none := r.cache.(NoCache)
+	direct := mode != readWarm && !pc.c.NeedsBlock0() && (pc.n == bl && (mode == readOnce || none) &&
+		!r.cache.Contains(r.key(pc.chunk, pc.block)) && !r.cache.Contains(r.planesKey(pc.chunk, pc.block)) ||
+		r.partial(pc, mode))
+	if direct {
+		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+			return err
+		}
+		t := time.Now()
+		if err := pc.c.DecodeBlockWindows(pc.block, pc.wins); err != nil {
+			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
+		}
+		r.observe(pc.n, t)
+		if pc.n == bl {
+			r.direct.Add(1)
+		} else {
+			r.ranged.Add(1)
+		}
+		return nil
+	}
+	var blk *bcache.Ref
+	var err error
+	if pc.planes > 1 {
+		blk, err = r.planesBlock(pc.chunk, pc.c, pc.block)
+	} else {
+		blk, err = r.block(pc.chunk, pc.c, pc.block)
+	}
+	if err != nil {
+		return err
+	}
+	r.deliver(pc, blk, mode)
+	return nil
+}
+
 // observe reports n bytes decoded since t outside the cache to the
 // cache's DecodeObserver, if it has one.
 func (r *ChunkReader) observe(n int, t time.Time) {
@@ -781,7 +1100,7 @@ func (r *ChunkReader) partial(pc piece, mode readMode) bool {
 		return false
 	}
 	k := r.key(pc.chunk, pc.block)
-	if r.cache.Contains(k) {
+	if r.cache.Contains(k) || pc.wins != nil && r.cache.Contains(r.planesKey(pc.chunk, pc.block)) {
 		return false
 	}
 	r.partMu.Lock()
@@ -801,21 +1120,21 @@ func (r *ChunkReader) partial(pc piece, mode readMode) bool {
 // are missing they decode in parallel, bounded by the number of CPUs.
 func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) error {
 	if len(pieces) == 1 && mode != readWarm {
-		if mode == readOnce && r.takeRest(pieces[0]) {
+		if mode == readOnce && pieces[0].wins == nil && r.takeRest(pieces[0]) {
 			return nil
 		}
 		return r.fillOne(pieces[0], mode, nil)
 	}
 	missing := pieces[:0:0]
 	for k, pc := range pieces {
-		if mode == readOnce && r.takeRest(pc) {
+		if mode == readOnce && pc.wins == nil && r.takeRest(pc) {
 			continue
 		}
 		if mode == readWarm {
 			if r.cache.Contains(r.key(pc.chunk, pc.block)) {
 				continue
 			}
-		} else if blk, ok := r.cache.TryAcquire(r.key(pc.chunk, pc.block)); ok {
+		} else if blk, ok := r.cache.TryAcquire(r.pieceKey(pc)); ok {
 			r.deliver(pc, blk, mode)
 			continue
 		}
@@ -831,11 +1150,24 @@ func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) e
 	case 1:
 		return r.fillOne(pieces[0], mode, reader)
 	}
-	// The caller decodes too, and each goroutine takes the next piece
-	// until none is left: a goroutine per piece, with the caller waiting
-	// for them all, cost a thread wake-up per piece (a mount's READs of
-	// two 512 KiB zstd blocks took 440–527 µs on average, 368–411 µs
-	// since).
+	return r.fillParallel(pieces, mode, reader)
+}
+
+// fillParallel serves the missing pieces of a read, several at once. The
+// caller decodes too, and each goroutine takes the next piece until none
+// is left: a goroutine per piece, with the caller waiting for them all,
+// cost a thread wake-up per piece (a mount's READs of two 512 KiB zstd
+// blocks took 440–527 µs on average, 368–411 µs since). The goroutines
+// take the pieces from a pooled copy, so that the caller's (a read's
+// array on its stack) stay where they are.
+func (r *ChunkReader) fillParallel(missing []piece, mode readMode, reader func() int64) error {
+	wp := workPieces.Get().(*[]piece)
+	pieces := append((*wp)[:0], missing...)
+	defer func() {
+		clear(pieces)
+		*wp = pieces[:0]
+		workPieces.Put(wp)
+	}()
 	errs := make([]error, len(pieces))
 	var next atomic.Int64
 	work := func() {
@@ -860,3 +1192,7 @@ func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) e
 	}
 	return nil
 }
+
+// workPieces holds the copies of the pieces that fillParallel's
+// goroutines take.
+var workPieces = sync.Pool{New: func() any { return new([]piece) }}

@@ -29,3 +29,33 @@ func UnshuffleStreams(dst []byte, streams [][]byte) {
 // CanUnshuffleStreams reports whether UnshuffleStreams has a fast kernel
 // for typesize t in this build and on this CPU.
 func CanUnshuffleStreams(t int) bool { return canUnshuffleStreams(t) }
+
+// StreamsGroup returns how many elements UnshuffleStreams's fast kernel
+// for typesize t takes at a time, 0 where it has none: the elements past
+// the last whole group are set byte by byte. A caller whose streams run
+// on past the elements it wants can unshuffle a whole group into scratch
+// instead, and copy out the part it wants.
+func StreamsGroup(t int) int { return streamsGroup(t) }
+
+// UnshufflePlanes writes items [e, e+m) of a block of n items of t
+// bytes, kept as its byte planes (plane j, planes[j*n:(j+1)*n], holds
+// byte j of each item), to dst[:m*t]. Where the planes run on past the
+// items asked for (or before them), the last partial group of the fast
+// kernel is unshuffled whole into scratch and its part copied out, so
+// that a short range (a row of a chunk, 180 items) costs a call or two
+// of the kernel rather than a byte loop.
+func UnshufflePlanes(dst, planes []byte, t, n, e, m int) {
+	if t < 1 || n < 0 || e < 0 || m < 0 || e > n-m || len(planes) < t*n || len(dst) < m*t {
+		panic("shuffle: UnshufflePlanes: items or planes out of range")
+	}
+	if m == 0 {
+		return
+	}
+	done := unshufflePlanes(dst, planes, t, n, e, m)
+	for j := range t {
+		p := planes[j*n+e : j*n+e+m]
+		for i := done; i < m; i++ {
+			dst[i*t+j] = p[i]
+		}
+	}
+}

@@ -4,6 +4,13 @@ package shuffle
 
 func canUnshuffleStreams(t int) bool { return (t == 4 || t == 8) && useAVX2 }
 
+func streamsGroup(t int) int {
+	if !canUnshuffleStreams(t) {
+		return 0
+	}
+	return avx2.width
+}
+
 // unshuffleStreams runs the kernel over the whole groups of 32 elements
 // and returns how many elements it did.
 func unshuffleStreams(dst []byte, streams [][]byte, n int) int {
@@ -25,4 +32,46 @@ func unshuffleStreams(dst []byte, streams [][]byte, n int) int {
 	}
 	unshuffle8GatherAVX2(&dst[0], &p, nv/avx2.width)
 	return nv
+}
+
+// unshufflePlanes runs the kernel over UnshufflePlanes's items in whole
+// groups, the last one into scratch where the planes hold a whole group
+// around it, and returns how many items it did (the first ones).
+func unshufflePlanes(dst, planes []byte, t, n, e, m int) int {
+	w := avx2.width
+	if !canUnshuffleStreams(t) || n < w {
+		return 0
+	}
+	var p [8]*byte
+	run := func(to *byte, from, groups int) {
+		for j := range t {
+			p[j] = &planes[j*n+from]
+		}
+		if t == 4 {
+			unshuffle4GatherAVX2(to, (*[4]*byte)(p[:4]), groups)
+		} else {
+			unshuffle8GatherAVX2(to, &p, groups)
+		}
+	}
+	whole := m - m%w
+	if whole > 0 {
+		run(&dst[0], e, whole/w)
+	}
+	r := m - whole
+	if r == 0 {
+		return m
+	}
+	// The last r items: the group that starts with them, or the one
+	// that ends with them.
+	lo := e + whole
+	if lo+w > n {
+		lo = e + m - w
+	}
+	if lo < 0 {
+		return whole
+	}
+	var tmp [8 * 32]byte
+	run(&tmp[0], lo, 1)
+	copy(dst[whole*t:m*t], tmp[(e+whole-lo)*t:])
+	return m
 }

@@ -5,3 +5,7 @@ package shuffle
 func canUnshuffleStreams(int) bool { return false }
 
 func unshuffleStreams([]byte, [][]byte, int) int { return 0 }
+
+func streamsGroup(int) int { return 0 }
+
+func unshufflePlanes([]byte, []byte, int, int, int, int) int { return 0 }

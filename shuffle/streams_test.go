@@ -126,3 +126,37 @@ func randomShuffled(rng *rand.Rand, n, ts int) (shuffled, want []byte) {
 	Unshuffle(want, shuffled, ts)
 	return shuffled, want
 }
+
+// TestUnshufflePlanes checks UnshufflePlanes against Unshuffle of the
+// whole block, for ranges of every length around the kernel's group at
+// the start, the middle and the end of blocks shorter and longer than
+// two groups, for typesizes with and without a fast kernel; nothing past
+// dst[:m*t] is written.
+func TestUnshufflePlanes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, ts := range []int{1, 2, 3, 4, 8, 16} {
+		for _, n := range []int{0, 1, 31, 32, 33, 40, 63, 64, 65, 100, 200, 1000} {
+			planes, want := randomShuffled(rng, n, ts)
+			for range 60 {
+				m := rng.IntN(n + 1)
+				if rng.IntN(3) == 0 {
+					m = min(n, 32*(1+rng.IntN(3))+rng.IntN(3)-1)
+				}
+				e := rng.IntN(n - m + 1)
+				got := make([]byte, m*ts+16)
+				for i := range got {
+					got[i] = 0xa5
+				}
+				UnshufflePlanes(got[:m*ts], planes, ts, n, e, m)
+				if !bytes.Equal(got[:m*ts], want[e*ts:(e+m)*ts]) {
+					t.Fatalf("typesize %d, items [%d,+%d) of %d: wrong bytes", ts, e, m, n)
+				}
+				for _, b := range got[m*ts:] {
+					if b != 0xa5 {
+						t.Fatalf("typesize %d, items [%d,+%d) of %d: wrote past dst", ts, e, m, n)
+					}
+				}
+			}
+		}
+	}
+}

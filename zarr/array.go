@@ -11,9 +11,12 @@
 // the Blosc blocks under the bytes asked for are decoded, through a
 // pack.BlockCache, several in parallel, and a sequential reader
 // (ReadAtOnce) decodes whole blocks straight into its buffer and drops
-// the blocks it has read from the cache. A sharded v3 array reads each
-// shard's index once (cached) and then only the inner chunks a read
-// touches, with ranged reads.
+// the blocks it has read from the cache. A read of an array chunked in
+// more than one dimension takes rows of many chunks: it is one gather of
+// them (pack.ChunkReader.ReadRuns), each block pinned once per read and
+// decoded once for all the reads that take its rows. A sharded v3 array
+// reads each shard's index once (cached) and then only the inner chunks
+// a read touches, with ranged reads.
 package zarr
 
 import (
@@ -417,8 +420,10 @@ type run struct {
 	n      int64
 }
 
-// maxRuns bounds the run table of one pass of readData.
-const maxRuns = 1 << 16
+// maxRuns bounds the run table of one pass of readData: a read whose
+// runs are shorter than len/maxRuns bytes (chunks a few items wide) is
+// served in several passes.
+const maxRuns = 1 << 14
 
 // readData reads the array bytes [off, off+len(p)); once marks a
 // sequential reader (see ReadAtOnce).
@@ -432,85 +437,238 @@ func (a *Array) readData(p []byte, off int64, once bool) error {
 			return err
 		}
 	}
-	it := int64(a.dt.size)
-	nd := len(a.gshape)
-	if nd == 0 {
+	if len(a.gshape) == 0 {
 		return a.serve(p, 0, []run{{0, off, 0, int64(len(p))}}, once)
 	}
-	g := make([]int64, nd)
-	rem := off / it
-	skip := off % it
-	for d := nd - 1; d >= 0; d-- {
-		g[d] = rem % a.gshape[d]
-		rem /= a.gshape[d]
-	}
-	done := int64(0)
-	runs := make([]run, 0, 64)
-	for done < int64(len(p)) {
-		runs = runs[:0]
-		for done < int64(len(p)) && len(runs) < maxRuns {
-			var ci, at int64
-			for d := range nd {
-				c := g[d] / a.gchunk[d]
-				ci = ci*a.nchunksD[d] + c
-				at = at*a.gchunk[d] + (g[d] - c*a.gchunk[d])
-			}
-			l := nd - 1
-			n := min(a.gshape[l]-g[l], a.gchunk[l]-g[l]%a.gchunk[l])
-			b := min(n*it-skip, int64(len(p))-done)
-			r := run{ci, at*it + skip, done, b}
-			if k := len(runs) - 1; k >= 0 && runs[k].ci == ci && runs[k].at+runs[k].n == r.at && runs[k].to+runs[k].n == r.to {
-				runs[k].n += b
-			} else {
-				runs = append(runs, r)
-			}
-			done += b
-			skip = 0
-			g[l] += n
-			for d := l; d > 0 && g[d] >= a.gshape[d]; d-- {
-				g[d] = 0
-				g[d-1]++
-			}
-		}
-		if err := a.serveRuns(p, runs, once); err != nil {
+	t := tables.Get().(*runTable)
+	defer t.put()
+	w := a.walkFrom(off, t)
+	for w.done < int64(len(p)) {
+		a.nextRuns(t, &w, int64(len(p)))
+		t.group()
+		if err := a.serveTable(p, t, once); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// serveRuns serves runs grouped by chunk, several chunks in parallel.
-func (a *Array) serveRuns(p []byte, runs []run, once bool) error {
-	slices.SortStableFunc(runs, func(x, y run) int {
+// runWalk is where the making of a read's runs has got to: the view
+// coordinates of the next item (g, in t.g), the bytes of it already
+// served (skip), and the bytes of the read done.
+type runWalk struct {
+	g          []int64
+	skip, done int64
+}
+
+// walkFrom starts a walk of the view's data at byte off.
+func (a *Array) walkFrom(off int64, t *runTable) runWalk {
+	it := int64(a.dt.size)
+	nd := len(a.gshape)
+	t.g = slices.Grow(t.g[:0], nd)[:nd]
+	rem := off / it
+	for d := nd - 1; d >= 0; d-- {
+		t.g[d] = rem % a.gshape[d]
+		rem /= a.gshape[d]
+	}
+	return runWalk{g: t.g, skip: off % it}
+}
+
+// nextRuns fills t.runs with the runs of the read (of n bytes) from
+// where w is, in the order of the view, up to maxRuns of them: each is
+// one row's bytes in one chunk, or several rows' where they follow on in
+// both.
+func (a *Array) nextRuns(t *runTable, w *runWalk, n int64) {
+	it := int64(a.dt.size)
+	nd := len(a.gshape)
+	l := nd - 1
+	g := w.g
+	runs := t.runs[:0]
+	for w.done < n && len(runs) < maxRuns {
+		// The row's chunk and offset in it, but for the last dimension.
+		var ciRow, atRow int64
+		for d := range l {
+			c := g[d] / a.gchunk[d]
+			ciRow = ciRow*a.nchunksD[d] + c
+			atRow = atRow*a.gchunk[d] + (g[d] - c*a.gchunk[d])
+		}
+		ciRow *= a.nchunksD[l]
+		atRow *= a.gchunk[l]
+		x, cw := g[l], a.gchunk[l]
+		c := x / cw
+		for ; x < a.gshape[l] && w.done < n && len(runs) < maxRuns; c++ {
+			k := min(a.gshape[l], (c+1)*cw) - x
+			b := min(k*it-w.skip, n-w.done)
+			r := run{ciRow + c, (atRow+x-c*cw)*it + w.skip, w.done, b}
+			if j := len(runs) - 1; j >= 0 && runs[j].ci == r.ci && runs[j].at+runs[j].n == r.at && runs[j].to+runs[j].n == r.to {
+				runs[j].n += b
+			} else {
+				runs = append(runs, r)
+			}
+			w.done += b
+			if b < k*it-w.skip {
+				// The read ends inside this item range.
+				w.skip += b
+				x += w.skip / it
+				w.skip %= it
+				break
+			}
+			w.skip = 0
+			x += k
+		}
+		g[l] = x
+		if x == a.gshape[l] {
+			g[l] = 0
+			for d := l - 1; d >= 0; d-- {
+				if g[d]++; g[d] < a.gshape[d] || d == 0 {
+					break
+				}
+				g[d] = 0
+			}
+		}
+	}
+	t.runs = runs
+}
+
+// runTable is the scratch of one read of an N-D view: its runs in the
+// view's order, and grouped by chunk (for each chunk, its runs in the
+// order of their offsets in it, which is the view's).
+type runTable struct {
+	g      []int64 // the walk's coordinates
+	runs   []run   // in the view's order
+	grp    []int32 // the group (chunk) of each run
+	sorted []run   // by chunk: group k is sorted[start[k]:start[k+1]]
+	start  []int32
+	gci    []int64 // the chunk of each group
+	packed []pack.Run
+
+	// An open-addressing table of chunk → group, valid where stamp is
+	// the current stamp (no clearing between passes).
+	keys  []int64
+	vals  []int32
+	stamp []uint32
+	cur   uint32
+}
+
+var tables = sync.Pool{New: func() any { return new(runTable) }}
+
+// put pools t, unless a read of many short runs grew it past what the
+// reads of most arrays need.
+func (t *runTable) put() {
+	if cap(t.runs) <= 4096 && len(t.keys) <= 8192 {
+		tables.Put(t)
+	}
+}
+
+// group sorts t.runs by chunk into t.sorted, keeping each chunk's runs
+// in their order.
+func (t *runTable) group() {
+	n := len(t.runs)
+	if len(t.keys) < 64 {
+		t.resize(64)
+	}
+	t.cur++
+	if t.cur == 0 { // wrapped: every stamp is stale anyway, but clear
+		clear(t.stamp)
+		t.cur = 1
+	}
+	t.gci = t.gci[:0]
+	t.grp = slices.Grow(t.grp[:0], n)[:n]
+	for k, r := range t.runs {
+		t.grp[k] = t.lookup(r.ci)
+	}
+	ng := len(t.gci)
+	t.start = slices.Grow(t.start[:0], ng+1)[:ng+1]
+	clear(t.start)
+	for _, g := range t.grp {
+		t.start[g+1]++
+	}
+	for k := 1; k <= ng; k++ {
+		t.start[k] += t.start[k-1]
+	}
+	t.sorted = slices.Grow(t.sorted[:0], n)[:n]
+	// start[g] is used as the next free place of group g, which leaves
+	// it at the start of group g+1; shifted back below.
+	for k, r := range t.runs {
+		g := t.grp[k]
+		t.sorted[t.start[g]] = r
+		t.start[g]++
+	}
+	copy(t.start[1:], t.start[:ng])
+	t.start[0] = 0
+}
+
+// lookup returns the group of chunk ci, adding one.
+func (t *runTable) lookup(ci int64) int32 {
+	mask := len(t.keys) - 1
+	h := int((uint64(ci)*0x9E3779B97F4A7C15)>>40) & mask
+	for {
 		switch {
-		case x.ci < y.ci:
-			return -1
-		case x.ci > y.ci:
-			return 1
+		case t.stamp[h] != t.cur:
+			g := int32(len(t.gci))
+			t.gci = append(t.gci, ci)
+			t.keys[h], t.vals[h], t.stamp[h] = ci, g, t.cur
+			if 2*len(t.gci) > len(t.keys) {
+				t.resize(2 * len(t.keys))
+			}
+			return g
+		case t.keys[h] == ci:
+			return t.vals[h]
 		}
-		return 0
-	})
-	var groups [][]run
-	for i := 0; i < len(runs); {
-		j := i + 1
-		for j < len(runs) && runs[j].ci == runs[i].ci {
-			j++
+		h = (h + 1) & mask
+	}
+}
+
+// resize makes the table n slots (a power of two) and puts the current
+// pass's groups back in it.
+func (t *runTable) resize(n int) {
+	t.keys, t.vals, t.stamp = make([]int64, n), make([]int32, n), make([]uint32, n)
+	if t.cur == 0 {
+		t.cur = 1
+	}
+	mask := n - 1
+	for g, ci := range t.gci {
+		h := int((uint64(ci)*0x9E3779B97F4A7C15)>>40) & mask
+		for t.stamp[h] == t.cur {
+			h = (h + 1) & mask
 		}
-		groups = append(groups, runs[i:j])
-		i = j
+		t.keys[h], t.vals[h], t.stamp[h] = ci, int32(g), t.cur
 	}
-	if len(groups) == 1 {
-		return a.serve(p, groups[0][0].ci, groups[0], once)
+}
+
+// serveTable serves the runs of t, grouped. The chunks of a direct
+// array are one gather of the ChunkReader (its blocks pinned once per
+// read, decoded once into the cache for all the reads that take their
+// rows, the missing ones in parallel); where that fails, the chunks are
+// served one by one, so that the error names the chunks that fail (a
+// block that failed to decode is not decoded again: the reader
+// remembers it), and chunks decoded whole go their way.
+func (a *Array) serveTable(p []byte, t *runTable, once bool) error {
+	if a.cr != nil {
+		t.packed = slices.Grow(t.packed[:0], len(t.sorted))[:len(t.sorted)]
+		for k, r := range t.sorted {
+			t.packed[k] = pack.Run{At: r.ci*a.chunkBytes + r.at, To: r.to, N: r.n}
+		}
+		err := a.cr.ReadRuns(p, t.packed, once)
+		if err == nil || errors.Is(err, pack.ErrStale) {
+			// A chunk file replaced under the array fails the read, as
+			// a read of one chunk does (its next read parses it anew).
+			return err
+		}
 	}
-	errs := make([]error, len(groups))
+	ng := len(t.gci)
+	if ng == 1 {
+		return a.serve(p, t.gci[0], t.sorted, once)
+	}
+	errs := make([]error, ng)
 	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
 	var wg sync.WaitGroup
-	for k, g := range groups {
+	for k := range ng {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[k] = a.serve(p, g[0].ci, g, once)
+			errs[k] = a.serve(p, t.gci[k], t.sorted[t.start[k]:t.start[k+1]], once)
 			<-sem
 		}()
 	}
@@ -576,32 +734,39 @@ func (a *Array) readSpace(p []byte, off int64, once bool) error {
 	switch {
 	case err == io.EOF:
 		err = nil // the chunk space ends with the data (a short last chunk is stored whole)
-	case err != nil && !errors.Is(err, ErrCorrupt) &&
-		(errors.Is(err, blosc.ErrCorrupt) || errors.Is(err, blosc.ErrUnsupported) || errors.Is(err, pack.ErrFormat)):
-		// A block that does not decode: name the chunks read, as the
-		// errors of opening a chunk do.
-		first, last := off/a.chunkBytes, (off+int64(len(p))-1)/a.chunkBytes
-		where := a.chunkKey(a.coords(first))
-		if last != first {
-			where += " to " + a.chunkKey(a.coords(last))
-		}
-		err = fmt.Errorf("%s: %w: %w", where, ErrCorrupt, err)
+	case err != nil:
+		err = a.chunkError(err, off, off+int64(len(p))-1)
 	}
 	return err
+}
+
+// chunkError names the chunks of the chunk space bytes [first, last) in
+// an error of a block that does not decode, as the errors of opening a
+// chunk do.
+func (a *Array) chunkError(err error, first, last int64) error {
+	if err == nil || errors.Is(err, ErrCorrupt) ||
+		!(errors.Is(err, blosc.ErrCorrupt) || errors.Is(err, blosc.ErrUnsupported) || errors.Is(err, pack.ErrFormat)) {
+		return err
+	}
+	first, last = first/a.chunkBytes, last/a.chunkBytes
+	where := a.chunkKey(a.coords(first))
+	if last != first {
+		where += " to " + a.chunkKey(a.coords(last))
+	}
+	return fmt.Errorf("%s: %w: %w", where, ErrCorrupt, err)
 }
 
 // serve copies the runs of chunk ci.
 func (a *Array) serve(p []byte, ci int64, runs []run, once bool) error {
 	if a.cr != nil {
-		err := error(nil)
 		base := ci * a.chunkBytes
-		for _, r := range runs {
-			if err = a.readSpace(p[r.to:r.to+r.n], base+r.at, once); err != nil {
-				break
-			}
+		prs := make([]pack.Run, len(runs))
+		for k, r := range runs {
+			prs[k] = pack.Run{At: base + r.at, To: r.to, N: r.n}
 		}
+		err := a.cr.ReadRuns(p, prs, once)
 		if !errors.Is(err, errWholeChunk) {
-			return err
+			return a.chunkError(err, base, base)
 		}
 	}
 	ref, err := a.cache.Acquire(pack.BlockKey{Container: a.id, Chunk: ci, Block: -1}, func() ([]byte, error) {

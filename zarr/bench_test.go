@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
@@ -82,6 +84,7 @@ func BenchmarkSequential(b *testing.B) {
 		b.Run(kind, func(b *testing.B) {
 			b.SetBytes(benchChunks * benchChunkSize)
 			buf := make([]byte, 1<<20)
+			defer cpuMetric(b)()
 			for b.Loop() {
 				path := store
 				if kind == "b2frame" {
@@ -211,4 +214,196 @@ func BenchmarkCold4KStore(b *testing.B) {
 			coldReads(b, path, int(size/benchChunkSize), hdr)
 		})
 	}
+}
+
+// ndCase is an N-D array of the N-D benchmarks: its shape and chunk
+// shape, item size (4: float32, 8: float64) and Blosc codec.
+type ndCase struct {
+	name          string
+	shape, chunks []int64
+	itemsize      int
+	codec         int
+}
+
+// ndCases are arrays chunked as real Zarr data are: a 2-D float64 field
+// in 128×1024 chunks (1 MiB) and a 3-D float32 cube in (24, 90, 180)
+// chunks (1.5 MiB), each with Blosc LZ4 clevel 5 and zstd clevel 1,
+// byte shuffle, and in the other float type, with the blocks c-blosc
+// 1.21 chooses for them (numcodecs' Blosc): LZ4 split into one stream
+// per byte in blocks of 128 KiB × the item size, zstd unsplit in
+// blocks of 32 KiB.
+var ndCases = func() []ndCase {
+	var cs []ndCase
+	for _, g := range []struct {
+		name          string
+		shape, chunks []int64
+	}{
+		{"2d", []int64{1024, 8192}, []int64{128, 1024}},
+		{"3d", []int64{48, 360, 720}, []int64{24, 90, 180}},
+	} {
+		for _, it := range []int{8, 4} {
+			for _, codec := range []int{blosc.CodecLZ4, blosc.CodecZstd} {
+				cs = append(cs, ndCase{fmt.Sprintf("%s-f%d-%s", g.name, it, blosc.CodecName(codec)), g.shape, g.chunks, it, codec})
+			}
+		}
+	}
+	return cs
+}()
+
+// writeNDStore writes a Zarr v2 array of the case's geometry into dir
+// (a random walk along the last dimension, as gen.py's walk and cube)
+// and returns its path.
+func writeNDStore(b *testing.B, dir string, nc ndCase) string {
+	b.Helper()
+	store := filepath.Join(dir, nc.name+".zarr")
+	os.MkdirAll(store, 0o755)
+	dims := func(v []int64) string {
+		s := ""
+		for i, d := range v {
+			if i > 0 {
+				s += ","
+			}
+			s += fmt.Sprint(d)
+		}
+		return s
+	}
+	cname := blosc.CodecName(nc.codec)
+	clevel := 5
+	if nc.codec == blosc.CodecZstd {
+		clevel = 1
+	}
+	meta := fmt.Sprintf(`{"zarr_format":2,"shape":[%s],"chunks":[%s],"dtype":"<f%d","compressor":{"id":"blosc","cname":"%s","clevel":%d,"shuffle":1,"blocksize":0},"fill_value":0.0,"order":"C","filters":null}`,
+		dims(nc.shape), dims(nc.chunks), nc.itemsize, cname, clevel)
+	os.WriteFile(filepath.Join(store, ".zarray"), []byte(meta), 0o644)
+	nd := len(nc.shape)
+	// The whole array, C order, then cut into chunks.
+	n := int64(1)
+	for _, d := range nc.shape {
+		n *= d
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	data := make([]byte, n*int64(nc.itemsize))
+	last := nc.shape[nd-1]
+	x := 0.0
+	for i := int64(0); i < n; i++ {
+		if i%last == 0 {
+			x = 0
+		}
+		x += rng.NormFloat64()
+		if nc.itemsize == 8 {
+			binary.LittleEndian.PutUint64(data[i*8:], math.Float64bits(x))
+		} else {
+			binary.LittleEndian.PutUint32(data[i*4:], math.Float32bits(float32(x)))
+		}
+	}
+	p := blosc.Params{Codec: nc.codec, Clevel: clevel, Typesize: nc.itemsize, Blosc1: true, Split: blosc.SplitAlways,
+		Blocksize: min(128<<10*nc.itemsize, 1<<20)}
+	if nc.codec == blosc.CodecZstd {
+		p.Split, p.Blocksize = blosc.SplitNever, 32<<10
+	}
+	p.Filters[5] = blosc.FilterShuffle
+	cb := int64(nc.itemsize)
+	nchunks := make([]int64, nd)
+	for d := range nd {
+		cb *= nc.chunks[d]
+		nchunks[d] = (nc.shape[d] + nc.chunks[d] - 1) / nc.chunks[d]
+	}
+	chunk := make([]byte, cb)
+	c := make([]int64, nd)
+	for {
+		// Gather the chunk at grid coordinates c (edge chunks padded).
+		clear(chunk)
+		rows := cb / (nc.chunks[nd-1] * int64(nc.itemsize))
+		for r := int64(0); r < rows; r++ {
+			// r is the row index within the chunk: its coordinates.
+			idx := make([]int64, nd)
+			rem := r
+			for d := nd - 2; d >= 0; d-- {
+				idx[d] = rem % nc.chunks[d]
+				rem /= nc.chunks[d]
+			}
+			off, ok := int64(0), true
+			for d := range nd - 1 {
+				g := c[d]*nc.chunks[d] + idx[d]
+				ok = ok && g < nc.shape[d]
+				off = off*nc.shape[d] + g
+			}
+			if !ok {
+				continue
+			}
+			g0 := c[nd-1] * nc.chunks[nd-1]
+			k := min(nc.chunks[nd-1], nc.shape[nd-1]-g0)
+			off = (off*nc.shape[nd-1] + g0) * int64(nc.itemsize)
+			copy(chunk[r*nc.chunks[nd-1]*int64(nc.itemsize):], data[off:off+k*int64(nc.itemsize)])
+		}
+		enc, err := blosc.Compress(nil, chunk, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := ""
+		for d := range nd {
+			if d > 0 {
+				name += "."
+			}
+			name += fmt.Sprint(c[d])
+		}
+		os.WriteFile(filepath.Join(store, name), enc, 0o644)
+		d := nd - 1
+		for ; d >= 0; d-- {
+			if c[d]++; c[d] < nchunks[d] {
+				break
+			}
+			c[d] = 0
+		}
+		if d < 0 {
+			break
+		}
+	}
+	return store
+}
+
+// BenchmarkSequentialND reads N-D arrays (ndCases) whole through their
+// .npy view in 1 MiB reads, as a mount's sequential reader does
+// (ReadAtOnce), cold (a fresh cache each time).
+func BenchmarkSequentialND(b *testing.B) {
+	dir := b.TempDir()
+	for _, nc := range ndCases {
+		store := writeNDStore(b, dir, nc)
+		b.Run(nc.name, func(b *testing.B) {
+			buf := make([]byte, 1<<20)
+			defer cpuMetric(b)()
+			for b.Loop() {
+				v, err := all.OpenView(store, cache.New[pack.BlockKey](256<<20))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(v.Size)
+				for off := int64(0); off < v.Size; off += int64(len(buf)) {
+					if _, err := v.ReadAtOnce(buf, off); err != nil && err != io.EOF {
+						b.Fatal(err)
+					}
+				}
+				v.Close()
+			}
+		})
+	}
+}
+
+// cpuMetric reports the process's CPU time per op (user and system, all
+// threads) when the returned func is called: on a shared machine it
+// moves less with the load than the wall time does.
+func cpuMetric(b *testing.B) func() {
+	t0 := cpuNow()
+	return func() {
+		if b.N > 0 {
+			b.ReportMetric(float64(cpuNow()-t0)/1e6/float64(b.N), "cpu-ms/op")
+		}
+	}
+}
+
+// cpuNow returns the process's CPU time so far.
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

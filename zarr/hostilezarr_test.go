@@ -2,8 +2,12 @@ package zarr
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/internal/testkit/hostile"
 	"github.com/klauspost/compress/zstd"
@@ -163,9 +168,34 @@ func TestHostileDtypes(t *testing.T) {
 // countingStore counts the reads of a DirStore, by key.
 type countingStore struct {
 	*DirStore
-	mu     sync.Mutex
-	gets   map[string]int
-	ranges map[string]int
+	mu      sync.Mutex
+	gets    map[string]int
+	ranges  map[string]int
+	objects map[string]int // reads through ObjectReader's readers (of watch, where set)
+	watch   map[string][2]int64
+}
+
+func (c *countingStore) ObjectReader(key string) (io.ReaderAt, int64, error) {
+	r, n, err := c.DirStore.ObjectReader(key)
+	if err != nil {
+		return nil, 0, err
+	}
+	return countingReaderAt{r, c, key}, n, nil
+}
+
+type countingReaderAt struct {
+	r   io.ReaderAt
+	c   *countingStore
+	key string
+}
+
+func (r countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	r.c.mu.Lock()
+	if w, ok := r.c.watch[r.key]; !ok || off < w[1] && off+int64(len(p)) > w[0] {
+		r.c.objects[r.key]++
+	}
+	r.c.mu.Unlock()
+	return r.r.ReadAt(p, off)
 }
 
 func newCountingStore(t *testing.T, dir string) *countingStore {
@@ -174,7 +204,7 @@ func newCountingStore(t *testing.T, dir string) *countingStore {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return &countingStore{DirStore: s, gets: map[string]int{}, ranges: map[string]int{}}
+	return &countingStore{DirStore: s, gets: map[string]int{}, ranges: map[string]int{}, objects: map[string]int{}, watch: map[string][2]int64{}}
 }
 
 func (c *countingStore) Get(key string, limit int64) ([]byte, error) {
@@ -229,6 +259,72 @@ func TestFailedChunkRemembered(t *testing.T) {
 	}
 	if _, err := a.ReadAt(b, int64(len(a.Header()))); err != nil || !bytes.Equal(b, bytes.Repeat([]byte{7}, 16)) {
 		t.Fatalf("the replaced chunk: %v, %v", err, b)
+	}
+}
+
+// TestFailedBlockRemembered: a Blosc block that does not decode, in an
+// array read block by block (a Blosc array of the plain bytes, as a
+// .b2frame is), is read and decoded once however often it is read, as
+// a random reader's and a sequential reader's, whole and in rows; the
+// chunks around it read.
+func TestFailedBlockRemembered(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, ".zarray"), []byte(`{"zarr_format":2,"shape":[128,128],"chunks":[64,64],"dtype":"<f4","compressor":{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":4096},"fill_value":0,"order":"C","filters":null}`), 0o644)
+	plain := make([]byte, 64*64*4)
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := float32(0)
+	for i := 0; i < len(plain); i += 4 { // a random walk: chunks larger than blosc.HeadRead, read in parts
+		x += float32(rng.NormFloat64())
+		binary.LittleEndian.PutUint32(plain[i:], math.Float32bits(x))
+	}
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 4, Blocksize: 4096, Blosc1: true}
+	p.Filters[5] = blosc.FilterShuffle
+	var bad [2]int64 // the compressed bytes of the bad block
+	for _, k := range []string{"0.0", "0.1", "1.0", "1.1"} {
+		c, err := blosc.Compress(nil, plain, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == "0.1" {
+			ch, err := blosc.NewChunkBytes(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad[0], bad[1] = ch.CompressedExtent(2)
+			copy(c[bad[0]:], []byte{0xff, 0xff, 0xff, 0x7f}) // block 2's first stream: far past its end
+		}
+		os.WriteFile(filepath.Join(dir, k), c, 0o644)
+	}
+	s := newCountingStore(t, dir)
+	s.watch["0.1"] = bad
+	a, err := Open(s, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.cr == nil {
+		t.Fatal("not read block by block")
+	}
+	h := int64(len(a.Header()))
+	all := make([]byte, a.Size())
+	row := make([]byte, 512)
+	for round := range 5 {
+		for k, err := range []error{
+			func() error { _, err := a.ReadAt(all, 0); return err }(),
+			func() error { _, err := a.ReadAtOnce(all, 0); return err }(),
+			func() error { _, err := a.ReadAt(row[:16], h+40*512+256+4); return err }(), // row 40, in block 2 of chunk 0.1
+			func() error { _, err := a.ReadAtOnce(row, h+40*512); return err }(),
+		} {
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "0.1") {
+				t.Fatalf("round %d, read %d: %v, want ErrCorrupt naming chunk 0.1", round, k, err)
+			}
+		}
+	}
+	if n := s.objects["0.1"]; n != 1 {
+		t.Errorf("the bad block of chunk 0.1 was read %d times by 20 reads; want once", n)
+	}
+	// Rows of the other chunks read.
+	if _, err := a.ReadAt(row, h+72*512); err != nil || !bytes.Equal(row[:256], plain[8*256:9*256]) || !bytes.Equal(row[256:], plain[8*256:9*256]) {
+		t.Fatalf("row 72: %v", err)
 	}
 }
 

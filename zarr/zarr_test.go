@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -139,11 +141,49 @@ func checkArray(t *testing.T, a *Array, fx fixture, full bool) {
 			t.Fatalf("ReadAt(%d, %d) differs from the whole read", n, off)
 		}
 	}
+	checkOnce(t, a, all, rng)
 	if !full || len(all) > 64<<10 {
 		return
 	}
 	if err := iotest.TestReader(io.NewSectionReader(a, 0, a.Size()), all); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkOnce reads the view of a as a mount's sequential reader does
+// (ReadAtOnce), in uneven steps, two reads at a time and the later one
+// first, as the kernel's read-ahead READs arrive, and compares it with
+// all.
+func checkOnce(t *testing.T, a *Array, all []byte, rng *rand.Rand) {
+	t.Helper()
+	got := make([]byte, len(all))
+	step := 1 + rng.Int64N(max(int64(len(all))/9, 1))
+	read := func(off int64) error {
+		if off >= int64(len(all)) {
+			return nil
+		}
+		b := got[off:min(off+step, int64(len(all)))]
+		if _, err := a.ReadAtOnce(b, off); err != nil && err != io.EOF {
+			return fmt.Errorf("ReadAtOnce(%d, %d): %w", len(b), off, err)
+		}
+		return nil
+	}
+	for off := int64(0); off < int64(len(all)); off += 2 * step {
+		var wg sync.WaitGroup
+		var err2 error
+		wg.Go(func() { err2 = read(off + step) })
+		err := read(off)
+		wg.Wait()
+		if err = errors.Join(err, err2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, all) {
+		i := 0
+		for got[i] == all[i] {
+			i++
+		}
+		t.Fatalf("ReadAtOnce in steps of %d differs from the whole read from byte %d", step, i)
 	}
 }
 

@@ -157,9 +157,9 @@ func TestReadFiles(t *testing.T) {
 	}
 }
 
-// TestDataOffset: a stored member's data starts where DataOffset says,
+// TestDataOffsetOnce: a stored member's data starts where DataOffset says,
 // found with one small read, once.
-func TestDataOffset(t *testing.T) {
+func TestDataOffsetOnce(t *testing.T) {
 	b := build(t, []zm{{name: "a", data: []byte("abc")}, {name: "bb", data: []byte("defg"), localExtra: make([]byte, 40)}}, nil)
 	r := &counting{b: b}
 	a, _ := Open(r, int64(len(b)), "x.zip")

@@ -820,14 +820,14 @@ type Reader struct {
 // Size returns the member's size.
 func (r *Reader) Size() int64 { return r.a.ents[r.i].usize }
 
+// DataOffset returns where the member's bytes start in the archive,
+// reading its local header first if no read has yet: for a caller that
+// reads the member's bytes where they lie in the archive's reader (a
+// mapping, a cache of fetched ranges).
+func (r *Reader) DataOffset() (int64, error) { return r.a.resolve(r.i) }
+
 // Name returns the member's name.
 func (r *Reader) Name() string { return string(r.a.nameOf(r.i)) }
-
-// DataOffset returns where the member's data starts in the archive,
-// reading its local header first if no read has yet (one small read):
-// for a caller that reads the archive itself, in its own way (an object
-// store's exact ranged GETs).
-func (r *Reader) DataOffset() (int64, error) { return r.a.resolve(r.i) }
 
 // ReadAt reads len(p) bytes of the member at off (io.EOF at its end).
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) {

@@ -459,3 +459,36 @@ func TestList(t *testing.T) {
 		}
 	}
 }
+
+// TestDataOffset: a stored member's bytes start where archive/zip says,
+// whether or not the member has been read.
+func TestDataOffset(t *testing.T) {
+	for _, path := range fixtures(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			continue // a fixture archive/zip refuses
+		}
+		a, err := Open(bytes.NewReader(b), int64(len(b)), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range zr.File {
+			i, ok := a.Lookup(f.Name)
+			if !ok || f.Method != zip.Store || a.Member(i).Err != nil {
+				continue
+			}
+			r, err := a.Open(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := f.DataOffset()
+			if got, err := r.DataOffset(); got != want || err != nil {
+				t.Errorf("%s: %s: data at %d, %v; archive/zip says %d", path, f.Name, got, err, want)
+			}
+		}
+	}
+}

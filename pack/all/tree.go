@@ -25,8 +25,8 @@ type Tree struct {
 	src *mmapfile.Pread // nil for a directory's tree
 }
 
-// Problems returns what the tree left out (pack.TreeProblems), when it
-// tells: the embedded interface does not carry the method.
+// Problems returns what the tree left out (pack.TreeProblems), if it
+// tells.
 func (t *Tree) Problems() []error {
 	if p, ok := t.Tree.(pack.TreeProblems); ok {
 		return p.Problems()
