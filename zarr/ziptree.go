@@ -30,8 +30,9 @@ import (
 
 // ErrNotZarrZip reports a file named like a zipped store that is not
 // one: no ZIP archive, or one without Zarr metadata at its root. It
-// wraps pack.ErrFormat: such a file is shown as it is stored.
-var ErrNotZarrZip = fmt.Errorf("%w: no zipped Zarr store", pack.ErrFormat)
+// wraps pack.ErrFormat and pack.ErrNoTree: such a file is shown as it
+// is stored, and not logged (most ZIP archives hold other data).
+var ErrNotZarrZip = fmt.Errorf("%w: %w: no zipped Zarr store", pack.ErrFormat, pack.ErrNoTree)
 
 // ZipSuffixes are the name suffixes of zipped Zarr stores.
 var ZipSuffixes = []string{".zip", ".ozx"}
