@@ -180,6 +180,51 @@ func (s *ZipStore) GetRange(key string, off, n int64) ([]byte, error) {
 	return bytes.Clone(whole[off : off+n]), nil
 }
 
+// GetRangeChecked is GetRange for a caller that can check the bytes it
+// asks for (a shard index and its crc32c): the first read of a stored
+// member's range supposes the member's bytes end where the next record
+// of the archive begins (zipread.Reader.DataOffsetGuess) and reads the
+// range there, without the member's local header; bytes that check
+// confirm the guess for every later read of the member. Bytes that do
+// not, or a member whose place is known or cannot be guessed, are read
+// as GetRange reads them.
+func (s *ZipStore) GetRangeChecked(key string, off, n int64, check func([]byte) bool) ([]byte, error) {
+	i, m, err := s.member(key)
+	if err != nil {
+		return nil, err
+	}
+	if off < 0 {
+		off = m.Size - n
+	}
+	if m.Method != zipread.Store || n <= 0 || n > MaxObject || off < 0 || off > m.Size-n {
+		return s.GetRange(key, off, n)
+	}
+	r, err := s.z.a.Open(i)
+	if err != nil {
+		return nil, zipErr(err)
+	}
+	d, known, ok := r.DataOffsetGuess()
+	if known || !ok {
+		return s.GetRange(key, off, n)
+	}
+	b := make([]byte, n)
+	if s.z.exact != nil {
+		err = s.z.exact.ReadExact(b, d+off)
+	} else {
+		var k int
+		k, err = s.z.a.Source().ReadAt(b, d+off)
+		if k == len(b) {
+			err = nil
+		} else if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+	}
+	if err == nil && check(b) && r.ConfirmDataOffset(d) == nil {
+		return b, nil
+	}
+	return s.GetRange(key, off, n)
+}
+
 // nearStart is how far into a member a range may end and still be read
 // through the member's reader, which reads it with the local header in
 // one read the first time (zipread's own bound).
@@ -252,6 +297,10 @@ func (w wholeStore) GetRange(key string, off, n int64) ([]byte, error) {
 	return w.s.GetRange(key, off, n)
 }
 
+func (w wholeStore) GetRangeChecked(key string, off, n int64, check func([]byte) bool) ([]byte, error) {
+	return w.s.GetRangeChecked(key, off, n, check)
+}
+
 func (w wholeStore) Version(key string) (Version, error)  { return w.s.Version(key) }
 func (w wholeStore) List(prefix string) ([]string, error) { return w.s.List(prefix) }
 
@@ -261,7 +310,16 @@ var (
 	_ ReaderAtStore = (*ZipStore)(nil)
 	_ Lister        = (*ZipStore)(nil)
 	_ Versioner     = wholeStore{}
+	_ checkedRanger = (*ZipStore)(nil)
+	_ checkedRanger = wholeStore{}
 )
+
+// checkedRanger is implemented by stores that can read a range without
+// what they would read first when the caller checks the bytes (a
+// ZipStore: a member's local header).
+type checkedRanger interface {
+	GetRangeChecked(key string, off, n int64, check func([]byte) bool) ([]byte, error)
+}
 
 // forArray returns the store an array reads through.
 func (s *ZipStore) forArray() Store {

@@ -474,6 +474,9 @@ func (a *Archive) markOverlaps() {
 	}
 }
 
+// Source returns the reader of the archive itself.
+func (a *Archive) Source() io.ReaderAt { return a.r }
+
 // Name returns the name the archive was opened with.
 func (a *Archive) Name() string { return a.name }
 
@@ -828,6 +831,39 @@ func (r *Reader) DataOffset() (int64, error) { return r.a.resolve(r.i) }
 
 // Name returns the member's name.
 func (r *Reader) Name() string { return string(r.a.nameOf(r.i)) }
+
+// DataOffsetGuess returns where the member's bytes start in the archive
+// without a read: known when a read has found it (from the local
+// header); otherwise, for a member without a data descriptor, where its
+// bytes would start if they ended where the next record begins, as
+// every writer lays out such members (ok), which only a check of bytes
+// read there can confirm (see ConfirmDataOffset). The local header may
+// have an extra field of its own length: nothing else tells where the
+// data start.
+func (r *Reader) DataOffsetGuess() (off int64, known, ok bool) {
+	e := &r.a.ents[r.i]
+	if d := e.data.Load(); d != 0 {
+		return d, true, true
+	}
+	if e.flags&flagDataDesc != 0 {
+		return 0, false, false
+	}
+	return e.end - e.csize, false, true
+}
+
+// ConfirmDataOffset records d, a DataOffsetGuess, as where the member's
+// bytes start, once the caller has read bytes there and checked them
+// against a checksum they carry (a Zarr shard index's crc32c): the
+// local header need not be read. A d outside the member's place in the
+// archive is refused.
+func (r *Reader) ConfirmDataOffset(d int64) error {
+	e := &r.a.ents[r.i]
+	if d < e.hdr+localLen+int64(e.nlen) || d+e.csize > e.end {
+		return fmt.Errorf("%s: %s: %w: data at %d outside the member's place [%d,%d)", r.a.name, r.Name(), ErrFormat, d, e.hdr, e.end)
+	}
+	e.data.CompareAndSwap(0, d)
+	return nil
+}
 
 // ReadAt reads len(p) bytes of the member at off (io.EOF at its end).
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) {

@@ -24,6 +24,9 @@ type ZipMember struct {
 	HeaderOf int
 	// LocalExtra is the local header's extra field.
 	LocalExtra []byte
+	// Gap is bytes after the member's data, before the next record
+	// (nothing in the directory tells of them).
+	Gap []byte
 }
 
 // ZipEnd edits the end record of an archive BuildZip writes.
@@ -68,6 +71,7 @@ func BuildZip(ms []ZipMember, end *ZipEnd) []byte {
 		out.WriteString(m.Name)
 		out.Write(m.LocalExtra)
 		out.Write(m.Data)
+		out.Write(m.Gap)
 	}
 	cd := out.Len()
 	for i, m := range ms {
