@@ -73,8 +73,14 @@ const (
 	MaxDirectory = 256 << 20
 	// SuffixSize is how much of the archive's end Open reads first: the
 	// end records (at most 65,557 bytes with the longest comment, plus
-	// the ZIP64 ones) and the directory of most archives.
-	SuffixSize = 1 << 20
+	// the ZIP64 ones) and the directory of small archives. A listing of
+	// a directory of many archives reads this much of each.
+	SuffixSize = 128 << 10
+	// RequestSuffixSize is SuffixSize for a reader whose every read is a
+	// request (it has a ReadExact method, as an object of a bucket
+	// does): a GET of a mebibyte costs little more than one of a few
+	// bytes, and holds the directory of most archives.
+	RequestSuffixSize = 1 << 20
 )
 
 // Compression methods.
@@ -189,8 +195,9 @@ type Archive struct {
 }
 
 // Open reads the end records and the central directory of the archive
-// r of size bytes, in at most two reads of r. name names the archive in
-// errors. A member that cannot be read does not fail Open: its Err says
+// r of size bytes, in at most two reads of r: its last SuffixSize bytes
+// (RequestSuffixSize for a reader of an object store), then the rest of
+// the directory when it did not fit. name names the archive in errors. A member that cannot be read does not fail Open: its Err says
 // why.
 func Open(r io.ReaderAt, size int64, name string) (*Archive, error) {
 	a := &Archive{r: r, size: size, name: name}
@@ -204,7 +211,11 @@ func (a *Archive) readDirectory() error {
 	if a.size < endLen {
 		return fmt.Errorf("%w: %w: %d bytes, shorter than an end record", ErrFormat, ErrNoArchive, a.size)
 	}
-	tailStart := max(a.size-SuffixSize, 0)
+	suffix := int64(SuffixSize)
+	if _, ok := a.r.(interface{ ReadExact([]byte, int64) error }); ok {
+		suffix = RequestSuffixSize
+	}
+	tailStart := max(a.size-suffix, 0)
 	tail := make([]byte, a.size-tailStart)
 	if err := readFull(a.r, tail, tailStart); err != nil {
 		return err

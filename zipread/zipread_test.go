@@ -545,3 +545,37 @@ func TestDataOffsetGuess(t *testing.T) {
 		t.Error("a member with a data descriptor has a guess")
 	}
 }
+
+// exactCounting is counting with the ReadExact of an object store's
+// reader.
+type exactCounting struct{ *counting }
+
+func (e exactCounting) ReadExact(p []byte, off int64) error {
+	_, err := e.ReadAt(p, off)
+	return err
+}
+
+// TestSuffix: Open reads the last SuffixSize bytes of a local archive,
+// the last RequestSuffixSize of one in an object store, each in one read
+// when the directory lies there.
+func TestSuffix(t *testing.T) {
+	b := storedZip(t, payload(4<<20, 5))
+	for _, tc := range []struct {
+		c    *counting
+		want int64
+	}{
+		{&counting{b: b}, SuffixSize},
+		{&counting{b: b}, RequestSuffixSize},
+	} {
+		r := io.ReaderAt(tc.c)
+		if tc.want == RequestSuffixSize {
+			r = exactCounting{tc.c}
+		}
+		if _, err := Open(r, int64(len(b)), "s"); err != nil {
+			t.Fatal(err)
+		}
+		if n, got := tc.c.reads.Load(), tc.c.bytes.Load(); n != 1 || got != tc.want {
+			t.Errorf("Open read %d bytes in %d reads, want %d in 1", got, n, tc.want)
+		}
+	}
+}
