@@ -7,10 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/internal/testkit/b2w"
 	"github.com/bloscfs/bloscfs/npy"
 )
@@ -28,12 +28,7 @@ import (
 // BLOSCFS_BENCH_TABLE. Needs root.
 func BenchmarkB2StoreTable(b *testing.B) {
 	setup.Require(b)
-	size := int64(1 << 30)
-	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			size = int64(n) << 20
-		}
-	}
+	size := testkit.BenchSize(1 << 30)
 	size &^= 7
 	dir := b.TempDir()
 	src := filepath.Join(dir, "src")

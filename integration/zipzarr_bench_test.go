@@ -62,12 +62,7 @@ func medianLsInterleaved(b *testing.B, srcs, names []string, rounds int) []time.
 func BenchmarkZipZarrTable(b *testing.B) {
 	setup.Require(b)
 	py := testkit.Python(b, "zarr", "numcodecs", "numpy")
-	size := int64(1 << 30)
-	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			size = int64(n) << 20
-		}
-	}
+	size := testkit.BenchSize(1 << 30)
 	dir := b.TempDir()
 	dsrc, zsrc := filepath.Join(dir, "dsrc"), filepath.Join(dir, "zsrc")
 	os.Mkdir(dsrc, 0o755)
