@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -29,19 +28,11 @@ import (
 // zipManifest reads a MANIFEST.tsv (path, sha256, size) into a map.
 func zipManifest(t testing.TB, path string) map[string]string {
 	t.Helper()
-	f, err := os.Open(path)
+	m, err := testkit.ReadZarrManifest(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	sc.Scan()
-	for sc.Scan() {
-		p := strings.Split(sc.Text(), "\t")
-		out[p[0]] = p[1]
-	}
-	return out
+	return m
 }
 
 // zipView is where the array at manifest path p (below strip) is shown

@@ -1,7 +1,6 @@
 package remote_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -55,18 +54,11 @@ func uploadZips(t *testing.T) map[string]string {
 // manifest reads a MANIFEST.tsv into want, as mount paths: the array at
 // PATH (below strip) of archive zip is zip/PATH.npy.
 func manifest(path, zip, strip string, want map[string]string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
+	m, err := testkit.ReadZarrManifest(path)
+	for k, v := range m {
+		want[zip+"/"+strings.TrimSuffix(strings.TrimPrefix(k, strip), ".zarr")+".npy"] = v
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Scan()
-	for sc.Scan() {
-		p := strings.Split(sc.Text(), "\t")
-		want[zip+"/"+strings.TrimSuffix(strings.TrimPrefix(p[0], strip), ".zarr")+".npy"] = p[1]
-	}
-	return sc.Err()
+	return err
 }
 
 func doUploadZips(py string) (map[string]string, error) {

@@ -1,10 +1,13 @@
 package testkit
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"math"
+	"os"
+	"strings"
 )
 
 // ShardedZarr returns the objects of a Zarr v3 array (keys relative to
@@ -48,4 +51,24 @@ func ShardedZarrShard(s, shard, inner int) []byte {
 	}
 	idx = binary.LittleEndian.AppendUint32(idx, crc32.Checksum(idx, crc32.MakeTable(crc32.Castagnoli)))
 	return append(body, idx...)
+}
+
+// ReadZarrManifest reads the MANIFEST.tsv of the Zarr fixtures (a header
+// line, then per array its path, the sha256 of its .npy and more
+// columns): array path → sha256.
+func ReadZarrManifest(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Scan()
+	for sc.Scan() {
+		if p := strings.Split(sc.Text(), "\t"); len(p) >= 2 {
+			out[p[0]] = p[1]
+		}
+	}
+	return out, sc.Err()
 }
