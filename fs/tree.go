@@ -154,6 +154,17 @@ func (t *openTree) fill(a *fuse.Attr, e pack.TreeEntry) {
 	a.Blocks = (a.Size + 511) / 512
 }
 
+// fillStatfs reports the file system of the tree's source (a bucket's
+// has no size).
+func (t *openTree) fillStatfs(out *fuse.StatfsOut) syscall.Errno {
+	if t.statfs != nil {
+		return t.statfs(out)
+	}
+	out.Bsize = preferredIO
+	out.NameLen = 1024
+	return 0
+}
+
 // node makes the node of entry e at p, holding a reference to the tree
 // (dropped when the kernel forgets it, or by the caller when go-fuse
 // already had a node for it).
@@ -340,12 +351,7 @@ func (d *treeDir) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.E
 
 // Statfs reports the source's file system.
 func (d *treeDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	if d.t.statfs != nil {
-		return d.t.statfs(out)
-	}
-	out.Bsize = preferredIO
-	out.NameLen = 1024
-	return 0
+	return d.t.fillStatfs(out)
 }
 
 // OnForget drops the node's reference to the tree.
@@ -442,12 +448,7 @@ func (n *treeFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.
 
 // Statfs reports the source's file system.
 func (n *treeFile) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	if n.t.statfs != nil {
-		return n.t.statfs(out)
-	}
-	out.Bsize = preferredIO
-	out.NameLen = 1024
-	return 0
+	return n.t.fillStatfs(out)
 }
 
 // OnForget drops the node's reference to the tree.
