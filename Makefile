@@ -33,10 +33,12 @@ FUZZ_TARGETS := \
 	./pack/frame:FuzzOpenFrame \
 	./pack/b2store:FuzzEmbedMap \
 	./pack/b2store:FuzzOpenEmbed \
+	./pack/b2store:FuzzTree \
 	./pack/all:FuzzOpenHead \
 	./zarr:FuzzMeta \
 	./zarr:FuzzShardIndex \
 	./zarr:FuzzZarrRead \
+	./zarr:FuzzZipTree \
 	./npy:FuzzDescrLiteral \
 	./zipread:FuzzOpen
 
@@ -300,9 +302,10 @@ bench: bench-mount bench-remote
 # adds our decoder against c-blosc2 on its own frames and zstd through
 # the mount against the FUSE ceiling (256 MiB per data set by default),
 # and BenchmarkPackVsC pack ÷ c-blosc2 per codec and clevel (at most
-# 256 MiB per data set).
+# 256 MiB per data set). BenchmarkB2StoreTable reads an array as the leaf
+# of a python-blosc2 .b2z against the same .b2nd as a file.
 bench-table: deps
-	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkTable$$|BenchmarkZarrTable|BenchmarkDecodeVsC|BenchmarkPackVsC|BenchmarkListing' -benchtime=1x -timeout=150m ./integration/
+	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkTable$$|BenchmarkZarrTable|BenchmarkB2StoreTable|BenchmarkDecodeVsC|BenchmarkPackVsC|BenchmarkListing' -benchtime=1x -timeout=150m ./integration/
 	BLOSCFS_BENCH_TABLE=$(CURDIR)/bench-table.md $(GO) test -run='^$$' -bench='BenchmarkRemoteListing' -benchtime=1x -timeout=30m ./integration/remote/
 	@echo; cat bench-table.md
 
@@ -335,6 +338,7 @@ run: build
 	echo "  od -A d -t f8 -j 8000 -N 40 $(MNT)/temperatures   # float64 values 1000-1004 of a frame"; \
 	echo "  head -c 128 $(MNT)/grid.npy; echo   # the NPY header of a .b2nd array"; \
 	echo "  ls $(MNT)/weather.zarr; head -c 128 $(MNT)/weather.zarr/pressure.npy; echo   # a Zarr array as one .npy"; \
+	echo "  ls -R $(MNT)/station.b2z; bin/bloscfs info examples/station.b2z   # a python-blosc2 TreeStore, zipped"; \
 	echo "  bin/bloscfs info examples/temperatures.b2frame   # how it is stored"; \
 	echo "  bin/bloscfs stats $(MNT)     # cache hits, misses, decode time"; \
 	if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then \

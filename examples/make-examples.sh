@@ -4,9 +4,10 @@
 # byte: every parameter is given, so that a change of pack's defaults
 # does not change them (cmd/bloscfs's TestExamplesReproduce checks it).
 # Needs mawk (Debian's awk) for the log and Debian's python3-numpy for
-# the array inputs, python3-zarr for the Zarr store. BLOSCFS names the binary (default: bin/bloscfs,
-# built when missing); an argument names the output directory (default:
-# this one).
+# the array inputs, python3-zarr for the Zarr stores, and Go for the
+# python-blosc2 store's own frames. BLOSCFS names the binary (default:
+# bin/bloscfs, built when missing); an argument names the output
+# directory (default: this one).
 set -euo pipefail
 cd "$(dirname "$0")"
 bin=${BLOSCFS:-../bin/bloscfs}
@@ -49,4 +50,62 @@ p = g.create_dataset("pressure", shape=(360, 720), chunks=(90, 180), dtype="<f4"
 p[:] = (1013 + 20 * np.sin(x / 40.0) * np.cos(y / 30.0)).astype("<f4")
 p.attrs["units"] = "hPa"
 PY
+# A python-blosc2 TreeStore zipped as DictStore.to_b2z writes it (shown
+# as the directory station.b2z): arrays and a text packed by bloscfs's
+# pack, the store's embed.b2e and vlmeta by the store writer of bloscfs's
+# tests (internal/testkit/b2w, which follows python-blosc2 4.11's source;
+# python-blosc2 4.x needs numpy >= 2.1), values under 8 KiB embedded as
+# python-blosc2 4.4.0 embeds them, and Python's zipfile.
+mkdir -p "$tmp/st"
+/usr/bin/python3 - "$tmp/st" <<'PY'
+import numpy as np, sys
+d = sys.argv[1]
+t = np.arange(8_760)  # a year, hourly
+np.save(d + '/temperature.npy', (12 + 9 * np.sin(t * 2 * np.pi / 8766) + 3 * np.cos(t * 2 * np.pi / 24)).round(1).astype('<f8'))
+y, x = np.mgrid[0:120, 0:160]
+elev = (800 + 300 * np.sin(x / 25.0) * np.cos(y / 19.0)).round(1).astype('<f4')
+np.save(d + '/elevation.npy', elev)
+np.save(d + '/mask.npy', (elev[::4, ::4] > 900).astype('|u1'))
+with open(d + '/notes', 'w') as f:
+    f.write("station 42, valley floor\n" + "".join("%04d-01-01 checked sensors, all nominal\n" % (1990 + i) for i in range(40)))
+PY
+"$bin" pack -f -q --format b2nd --codec lz4 --clevel 5 --filter shuffle --typesize 8 \
+  --chunkshape 4380 --blockshape 1095 "$tmp/st/temperature.npy" "$tmp/st/temperature.b2nd"
+"$bin" pack -f -q --format b2nd --codec zstd --clevel 5 --filter shuffle --typesize 4 \
+  --chunkshape 60,160 --blockshape 15,160 "$tmp/st/elevation.npy" "$tmp/st/elevation.b2nd"
+"$bin" pack -f -q --format b2nd --codec zstd --clevel 5 --filter shuffle --typesize 1 \
+  --chunkshape 30,40 --blockshape 30,40 "$tmp/st/mask.npy" "$tmp/st/mask.b2nd"
+"$bin" pack -f -q --format b2frame --codec zstd --clevel 5 --filter shuffle --typesize 1 \
+  --chunk-size 8KiB --block-size 8KiB "$tmp/st/notes" "$tmp/st/notes.b2frame"
+(cd .. && go run ./internal/testkit/b2w/mkstore -marker b2tree -threshold 8192 "$tmp/station.b2d" \
+  /temperature="$tmp/st/temperature.b2nd" /grid/elevation="$tmp/st/elevation.b2nd" \
+  /grid/mask="$tmp/st/mask.b2nd" /notes="$tmp/st/notes.b2frame" \
+  "/remote=c2:https://cat2.cloud/demo|@public/examples/ds-1d.b2nd" \
+  'vlmeta::title="bloscfs example"' 'vlmeta::station=42' 'vlmeta:/grid:units="m"')
+find "$tmp/station.b2d" -type f -exec chmod 644 {} +
+/usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import make_b2z; make_b2z.write(sys.argv[2], sys.argv[3])' \
+  ../testdata/b2store "$tmp/station.b2d" "$out/station.b2z"
+
+# A Zarr v2 group zipped whole, as a Zarr store travels in one
+# file (shown as a directory ocean.zarr.zip/ holding sst.npy and
+# salinity.npy): written by python3-zarr with consolidated metadata, then
+# zipped by Python's zipfile as OME-Zarr's RFC-9 lays out a single-file
+# store (documents first, members stored; ../testdata/zarr/zip_store.py,
+# whose fixed times keep the bytes the same from run to run).
+rm -rf "$tmp/ocean.zarr" "$out/ocean.zarr.zip"
+/usr/bin/python3 - "$tmp/ocean.zarr" <<'PY'
+import numpy as np, sys, zarr, numcodecs
+g = zarr.open_group(sys.argv[1], mode="w")
+g.attrs["title"] = "bloscfs zipped example"
+y, x = np.mgrid[0:180, 0:360]
+sst = g.create_dataset("sst", shape=(180, 360), chunks=(90, 120), dtype="<f4",
+                       compressor=numcodecs.Blosc(cname="zstd", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE))
+sst[:] = (15 + 12 * np.cos(np.radians(y - 90)) + np.sin(x / 25.0)).astype("<f4")
+sst.attrs["units"] = "degC"
+sal = g.create_dataset("salinity", shape=(180, 360), chunks=(90, 120), dtype="<f4", order="F",
+                       compressor=numcodecs.Zlib(level=6), fill_value=np.nan)
+sal[:90] = (35 + np.cos(x[:90] / 40.0)).astype("<f4")
+zarr.consolidate_metadata(g.store)
+PY
+/usr/bin/python3 ../testdata/zarr/zip_store.py "$tmp/ocean.zarr" "$out/ocean.zarr.zip"
 ls -l "$out"

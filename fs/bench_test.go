@@ -22,16 +22,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// benchSize is the plain size of the benchmark files
-// (BLOSCFS_BENCH_SIZE overrides, in MiB).
-func benchSize() int64 {
-	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			return int64(n) << 20
-		}
-	}
-	return 1 << 30
-}
+// benchSize is the plain size of the benchmark files (BLOSCFS_BENCH_SIZE
+// overrides, in MiB).
+func benchSize() int64 { return testkit.BenchSize(1 << 30) }
 
 // benchChunk returns chunk i of a float64 series like measured data.
 func benchChunk(i, n int) []byte {

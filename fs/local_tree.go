@@ -102,7 +102,9 @@ func (f *FS) probeTree(path string, st *syscall.Stat_t) (*probe, error) {
 			f.opts.Logger.Printf("%s: not probed now: %v", path, err)
 			return &probe{}, err
 		}
-		f.warnOnce("%s: shown as it is stored: %v", path, err)
+		if !errors.Is(err, pack.ErrNoTree) {
+			f.warnOnce("%s: shown as it is stored: %v", path, err)
+		}
 		f.probes.Add(k, &probe{})
 		return &probe{}, nil
 	}

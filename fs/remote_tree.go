@@ -35,7 +35,9 @@ func (r *RemoteFS) probeTree(info remote.ObjectInfo) *probe {
 			r.f.warnOnce("%v", err)
 			return &probe{}
 		}
-		r.f.warnOnce("%s: shown as it is stored: %v", r.store.Name(info.Key), err)
+		if !errors.Is(err, pack.ErrNoTree) {
+			r.f.warnOnce("%s: shown as it is stored: %v", r.store.Name(info.Key), err)
+		}
 		r.probes.Add(key, &probe{})
 		return &probe{}
 	}

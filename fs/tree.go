@@ -77,7 +77,8 @@ func (t *openTree) release() {
 }
 
 // readDir returns the entries of the directory at p, read once per
-// opened tree.
+// opened tree. What reading it left out (a tree may find it only then)
+// is logged, once each.
 func (t *openTree) readDir(p string) ([]pack.TreeEntry, error) {
 	t.mu.Lock()
 	ents, ok := t.dirs[p]
@@ -88,6 +89,9 @@ func (t *openTree) readDir(p string) ([]pack.TreeEntry, error) {
 	ents, err := t.t.ReadDir(p)
 	if err != nil {
 		return nil, err
+	}
+	if t.f != nil {
+		t.f.logProblems(t.t)
 	}
 	t.mu.Lock()
 	if t.dirs == nil {
@@ -148,6 +152,17 @@ func (t *openTree) fill(a *fuse.Attr, e pack.TreeEntry) {
 	a.Nlink = 1
 	a.Size = uint64(e.Size)
 	a.Blocks = (a.Size + 511) / 512
+}
+
+// fillStatfs reports the file system of the tree's source (a bucket's
+// has no size).
+func (t *openTree) fillStatfs(out *fuse.StatfsOut) syscall.Errno {
+	if t.statfs != nil {
+		return t.statfs(out)
+	}
+	out.Bsize = preferredIO
+	out.NameLen = 1024
+	return 0
 }
 
 // node makes the node of entry e at p, holding a reference to the tree
@@ -336,12 +351,7 @@ func (d *treeDir) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.E
 
 // Statfs reports the source's file system.
 func (d *treeDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	if d.t.statfs != nil {
-		return d.t.statfs(out)
-	}
-	out.Bsize = preferredIO
-	out.NameLen = 1024
-	return 0
+	return d.t.fillStatfs(out)
 }
 
 // OnForget drops the node's reference to the tree.
@@ -438,12 +448,7 @@ func (n *treeFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.
 
 // Statfs reports the source's file system.
 func (n *treeFile) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	if n.t.statfs != nil {
-		return n.t.statfs(out)
-	}
-	out.Bsize = preferredIO
-	out.NameLen = 1024
-	return 0
+	return n.t.fillStatfs(out)
 }
 
 // OnForget drops the node's reference to the tree.

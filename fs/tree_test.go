@@ -35,6 +35,7 @@ func treeSource(t *testing.T, src string) map[string]string {
 	write("clash.fnpy", "FNPY\nclashing array")
 	write("clash.npy", "a plain file")
 	write("junk.ftree", "not a tree")
+	write("quiet.ftree", "PLAIN other data")
 	write("store.fdir/x", "ex")
 	write("store.fdir/d/y", "why")
 	write("plain.fdir/bad", "b")
@@ -143,6 +144,9 @@ func TestMountTrees(t *testing.T) {
 	checkTrees(t, mnt, want, logs)
 	if !strings.Contains(logs.String(), "junk.ftree: shown as it is stored") || !strings.Contains(logs.String(), "plain.fdir: shown as it is stored") {
 		t.Errorf("no log line for the files named as trees that are none: %s", logs.String())
+	}
+	if strings.Contains(logs.String(), "quiet.ftree") {
+		t.Errorf("a file plainly of another kind is logged: %s", logs.String())
 	}
 
 	// A new version of a tree: a listing drops the old name, and the

@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -14,24 +13,18 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // zarrManifest reads a zarr fixture manifest: array path → sha256.
 func zarrManifest(t *testing.T, path string) map[string]string {
 	t.Helper()
-	f, err := os.Open(path)
+	m, err := testkit.ReadZarrManifest(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	sc.Scan()
-	for sc.Scan() {
-		p := strings.Split(sc.Text(), "\t")
-		out[p[0]] = p[1]
-	}
-	return out
+	return m
 }
 
 // dirBytes returns the bytes of the regular files under dir.

@@ -41,12 +41,7 @@ func BenchmarkListing(b *testing.B) {
 			n = v
 		}
 	}
-	size := int64(1 << 30)
-	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
-		if v, err := strconv.Atoi(s); err == nil && v > 0 {
-			size = int64(v) << 20
-		}
-	}
+	size := testkit.BenchSize(1 << 30)
 	dir := b.TempDir()
 	// One frame of about 28 KB (4096 float64 of a random walk, zstd,
 	// as bloscfs pack writes it by default), written n times; and n plain

@@ -314,12 +314,7 @@ func BenchmarkTable(b *testing.B) {
 			b.Fatalf("BLOSCFS_CBLOSC2 names no c-blosc2 shared library: %v", err)
 		}
 	}
-	size := int64(1 << 30)
-	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			size = int64(n) << 20
-		}
-	}
+	size := testkit.BenchSize(1 << 30)
 	dir := b.TempDir()
 	src := filepath.Join(dir, "src")
 	os.Mkdir(src, 0o755)
@@ -534,12 +529,7 @@ print(best)
 func BenchmarkZarrTable(b *testing.B) {
 	setup.Require(b)
 	py := testkit.Python(b, "zarr", "numcodecs", "numpy")
-	size := int64(1 << 30)
-	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			size = int64(n) << 20
-		}
-	}
+	size := testkit.BenchSize(1 << 30)
 	dir := b.TempDir()
 	zsrc, fsrc := filepath.Join(dir, "zsrc"), filepath.Join(dir, "fsrc")
 	os.Mkdir(zsrc, 0o755)

@@ -89,12 +89,7 @@ const ndRuns = 5
 func BenchmarkZarrTableND(b *testing.B) {
 	setup.Require(b)
 	py := testkit.Python(b, "zarr", "numcodecs", "numpy")
-	size := int64(1 << 30)
-	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			size = int64(n) << 20
-		}
-	}
+	size := testkit.BenchSize(1 << 30)
 	size /= 4
 	var arrays []ndArray
 	for _, dims := range []int{2, 3} {

@@ -298,12 +298,7 @@ func BenchmarkDecodeVsC(b *testing.B) {
 	if why != "" {
 		b.Skip(why)
 	}
-	size := int64(256 << 20)
-	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			size = int64(n) << 20
-		}
-	}
+	size := testkit.BenchSize(256 << 20)
 	sets := []struct {
 		name     string
 		typesize int

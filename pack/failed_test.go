@@ -126,3 +126,45 @@ func TestFailedBlockRemembered(t *testing.T) {
 		}
 	}
 }
+
+// flakySource fails the first header read of its chunks with an error
+// of the store (not an errno), as a bucket's failed GET is.
+type flakySource struct {
+	memSource
+	fails int
+}
+
+var errStore = errors.New("the store failed")
+
+func (s *flakySource) OpenChunk(i int) (*blosc.Chunk, error) {
+	return blosc.NewChunk(flakyReader{s, i}, int64(len(s.chunks[i])))
+}
+
+type flakyReader struct {
+	s *flakySource
+	i int
+}
+
+func (r flakyReader) ReadAt(p []byte, off int64) (int, error) {
+	if r.s.fails > 0 {
+		r.s.fails--
+		return 0, errStore
+	}
+	return copy(p, r.s.chunks[r.i][off:]), nil
+}
+
+// TestChunkReadFailureNotKept: a chunk whose header could not be read
+// is parsed again at the next read, not failed for good.
+func TestChunkReadFailureNotKept(t *testing.T) {
+	plain := bytes.Repeat([]byte("abcdefgh"), 1<<16)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blocksize: 64 << 10}
+	s := &flakySource{memSource: *newMemSource(t, plain, 256<<10, p), fails: 1}
+	r := NewChunkReader("flaky", s, NoCache{})
+	buf := make([]byte, 4096)
+	if _, err := r.ReadAt(buf, 0); !errors.Is(err, errStore) {
+		t.Fatalf("first read: %v, want the store's error", err)
+	}
+	if _, err := r.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, plain[:4096]) {
+		t.Fatalf("the read after the store recovered: %v", err)
+	}
+}

@@ -445,8 +445,9 @@ func (r *ChunkReader) chunk(i int) (*blosc.Chunk, uint64, error) {
 			r.mu.Unlock()
 		})
 	}
-	if s.err != nil && Transient(s.err) {
-		// Not a fact about the chunk: try again next time.
+	if s.err != nil && (Transient(s.err) || blosc.ReadFailed(s.err)) {
+		// Not a fact about the chunk (out of something, or a read of its
+		// bytes failed: a bucket's GET): try again next time.
 		r.mu.Lock()
 		if cur, ok := r.chunks.Peek(i); ok && cur == s {
 			r.chunks.Remove(i)

@@ -59,6 +59,11 @@ type TreeEntry struct {
 	XAttrs map[string][]byte
 }
 
+// ErrNoTree marks, beside ErrFormat, a file named as a tree format's
+// that is plainly another kind of file (a ZIP archive of other data): it
+// is shown as it is stored without a word in the log.
+var ErrNoTree = errors.New("holds no tree")
+
 // ErrNotInTree reports a path that names nothing in a tree (or a file
 // where a directory is asked for, or the reverse).
 var ErrNotInTree = errors.New("no such entry in the tree")

@@ -1003,7 +1003,17 @@ func (a *Array) readShardIndex(key string) (*shardIndex, error) {
 	if s.atStart {
 		off = 0
 	}
-	b, err := a.store.GetRange(key, off, n)
+	var b []byte
+	var err error
+	if cr, ok := a.store.(checkedRanger); ok && s.idxCRC {
+		// The index's crc32c tells whether it was read where it is.
+		b, err = cr.GetRangeChecked(key, off, n, func(b []byte) bool {
+			_, err := s.parseIndex(b)
+			return err == nil
+		})
+	} else {
+		b, err = a.store.GetRange(key, off, n)
+	}
 	if errors.Is(err, ErrNotExist) {
 		return nil, nil
 	}

@@ -76,7 +76,7 @@ func parseV2Compressor(raw json.RawMessage) (compressor, error) {
 	case "zlib":
 		return streamCodec{"zlib", func(src []byte, _ int64) (io.Reader, error) { return zlib.NewReader(bytes.NewReader(src)) }}, nil
 	case "gzip":
-		return streamCodec{"gzip", func(src []byte, _ int64) (io.Reader, error) { return gzip.NewReader(bytes.NewReader(src)) }}, nil
+		return streamCodec{"gzip", newGzipReader}, nil
 	case "bz2":
 		return streamCodec{"bz2", func(src []byte, _ int64) (io.Reader, error) { return bzip2.NewReader(bytes.NewReader(src)), nil }}, nil
 	case "lzma":
@@ -94,6 +94,24 @@ func parseV2Compressor(raw json.RawMessage) (compressor, error) {
 		return lz4Codec{}, nil
 	}
 	return nil, fmt.Errorf("%w: compressor %q", ErrUnsupported, c.ID)
+}
+
+// newGzipReader reads a v2 "gzip" chunk: a gzip stream, or, found by
+// its header, a zlib stream (z5py writes those under "gzip"; numcodecs
+// would refuse them).
+func newGzipReader(src []byte, _ int64) (io.Reader, error) {
+	if isZlib(src) {
+		return zlib.NewReader(bytes.NewReader(src))
+	}
+	return gzip.NewReader(bytes.NewReader(src))
+}
+
+// isZlib reports whether b starts with a zlib header (RFC 1950): method
+// deflate with a window of at most 32 KiB, and a check that makes the
+// first two bytes a multiple of 31. A gzip stream starts 1f 8b, which
+// is not one.
+func isZlib(b []byte) bool {
+	return len(b) >= 2 && b[0]&0x0f == 8 && b[0]>>4 <= 7 && (uint16(b[0])<<8|uint16(b[1]))%31 == 0
 }
 
 // bloscCodec decodes one Blosc chunk (any cname, shuffle, blocksize).

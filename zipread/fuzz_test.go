@@ -11,7 +11,8 @@ import (
 )
 
 // FuzzOpen opens arbitrary bytes as an archive and reads up to 64 of
-// its members whole (each at most 64 KiB) and in place. Nothing may
+// its members whole (each at most 64 KiB; one by one, and together with
+// ReadFiles) and in place. Nothing may
 // panic or allocate past the bound of every parser's fuzz target, and a
 // member that reads must read as archive/zip reads it.
 func FuzzOpen(f *testing.F) {
@@ -55,6 +56,24 @@ func FuzzOpen(f *testing.F) {
 		}
 		for _, p := range []string{"", "a", "a/b"} {
 			a.List(p)
+		}
+		// ReadFiles answers each member once, as ReadFile reads it.
+		idx := make([]int, min(a.Len(), 64))
+		for i := range idx {
+			idx[i] = i
+		}
+		seen := map[int]bool{}
+		a.ReadFiles(idx, 64<<10, 4096, 1<<20, func(i int, b []byte, err error) {
+			if seen[i] {
+				t.Fatalf("member %d answered twice", i)
+			}
+			seen[i] = true
+			if w, werr := a.ReadFile(i, 64<<10); err == nil && werr == nil && !bytes.Equal(b, w) {
+				t.Fatalf("member %d: ReadFiles and ReadFile differ", i)
+			}
+		})
+		if len(seen) != len(idx) {
+			t.Fatalf("%d of %d members answered", len(seen), len(idx))
 		}
 	})
 }

@@ -26,12 +26,14 @@ package zipread
 
 import (
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"iter"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -45,6 +47,10 @@ var (
 	// not parse), or a member whose bytes do not match its directory
 	// entry (its local header, its size, its CRC-32).
 	ErrFormat = errors.New("not a valid ZIP archive")
+	// ErrNoArchive reports bytes with no ZIP archive at their end (no
+	// end of central directory record): a file that is not a ZIP
+	// archive, or one cut short. It comes with ErrFormat.
+	ErrNoArchive = errors.New("no ZIP archive")
 	// ErrUnsupported reports a valid archive or member this package does
 	// not read: split archives, encrypted members, methods other than
 	// stored and deflate.
@@ -67,8 +73,14 @@ const (
 	MaxDirectory = 256 << 20
 	// SuffixSize is how much of the archive's end Open reads first: the
 	// end records (at most 65,557 bytes with the longest comment, plus
-	// the ZIP64 ones) and the directory of most archives.
-	SuffixSize = 1 << 20
+	// the ZIP64 ones) and the directory of small archives. A listing of
+	// a directory of many archives reads this much of each.
+	SuffixSize = 128 << 10
+	// RequestSuffixSize is SuffixSize for a reader whose every read is a
+	// request (it has a ReadExact method, as an object of a bucket
+	// does): a GET of a mebibyte costs little more than one of a few
+	// bytes, and holds the directory of most archives.
+	RequestSuffixSize = 1 << 20
 )
 
 // Compression methods.
@@ -183,8 +195,9 @@ type Archive struct {
 }
 
 // Open reads the end records and the central directory of the archive
-// r of size bytes, in at most two reads of r. name names the archive in
-// errors. A member that cannot be read does not fail Open: its Err says
+// r of size bytes, in at most two reads of r: its last SuffixSize bytes
+// (RequestSuffixSize for a reader of an object store), then the rest of
+// the directory when it did not fit. name names the archive in errors. A member that cannot be read does not fail Open: its Err says
 // why.
 func Open(r io.ReaderAt, size int64, name string) (*Archive, error) {
 	a := &Archive{r: r, size: size, name: name}
@@ -196,16 +209,20 @@ func Open(r io.ReaderAt, size int64, name string) (*Archive, error) {
 
 func (a *Archive) readDirectory() error {
 	if a.size < endLen {
-		return fmt.Errorf("%w: %d bytes, shorter than an end record", ErrFormat, a.size)
+		return fmt.Errorf("%w: %w: %d bytes, shorter than an end record", ErrFormat, ErrNoArchive, a.size)
 	}
-	tailStart := max(a.size-SuffixSize, 0)
+	suffix := int64(SuffixSize)
+	if _, ok := a.r.(interface{ ReadExact([]byte, int64) error }); ok {
+		suffix = RequestSuffixSize
+	}
+	tailStart := max(a.size-suffix, 0)
 	tail := make([]byte, a.size-tailStart)
 	if err := readFull(a.r, tail, tailStart); err != nil {
 		return err
 	}
 	e := findEnd(tail)
 	if e < 0 {
-		return fmt.Errorf("%w: no end of central directory record", ErrFormat)
+		return fmt.Errorf("%w: %w: no end of central directory record", ErrFormat, ErrNoArchive)
 	}
 	endPos := tailStart + int64(e)
 	d := tail[e:]
@@ -468,6 +485,9 @@ func (a *Archive) markOverlaps() {
 	}
 }
 
+// Source returns the reader of the archive itself.
+func (a *Archive) Source() io.ReaderAt { return a.r }
+
 // Name returns the name the archive was opened with.
 func (a *Archive) Name() string { return a.name }
 
@@ -514,7 +534,7 @@ func (a *Archive) List(prefix string) []string {
 			break
 		}
 		rest := name[len(prefix):]
-		if len(rest) == 0 || a.ents[a.sorted[k]].bad == badName {
+		if len(rest) == 0 || !cleanName(name) {
 			k++
 			continue
 		}
@@ -538,6 +558,23 @@ func (a *Archive) List(prefix string) []string {
 		})
 	}
 	return out
+}
+
+// Under returns the indexes of the members whose names start with
+// prefix (all of them for ""), in name order: the members below a
+// directory "a/b/", say.
+func (a *Archive) Under(prefix string) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		k, _ := slices.BinarySearchFunc(a.sorted, prefix, func(i uint32, n string) int {
+			return bytes.Compare(a.nameOf(int(i)), []byte(n))
+		})
+		for ; k < len(a.sorted); k++ {
+			i := int(a.sorted[k])
+			if !bytes.HasPrefix(a.nameOf(i), []byte(prefix)) || !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 // usable returns member i's entry, or why it cannot be read.
@@ -612,19 +649,11 @@ func (a *Archive) resolve(i int) (int64, error) {
 // the member (with its local header, when that is not known yet) in one
 // read of the archive.
 func (a *Archive) ReadFile(i int, max int64) ([]byte, error) {
-	e, err := a.usable(i)
+	e, err := a.readable(i, max)
 	if err != nil {
 		return nil, err
 	}
 	name := a.nameOf(i)
-	if e.usize > max {
-		return nil, fmt.Errorf("%s: %s: %w: %d bytes, more than %d", a.name, name, ErrTooLarge, e.usize, max)
-	}
-	// Deflate expands incompressible input by 5 bytes per 64 KiB block
-	// stored: a member whose compressed size is beyond that is refused.
-	if e.method == Deflate && e.csize > e.usize+e.usize/1024+1024 {
-		return nil, fmt.Errorf("%s: %s: %w: %d compressed bytes for %d", a.name, name, ErrFormat, e.csize, e.usize)
-	}
 	var raw []byte
 	if d := e.data.Load(); d != 0 {
 		raw = make([]byte, e.csize)
@@ -632,7 +661,7 @@ func (a *Archive) ReadFile(i int, max int64) ([]byte, error) {
 			return nil, fmt.Errorf("%s: %s: %w", a.name, name, err)
 		}
 	} else {
-		b := make([]byte, min(e.guessHeader()+e.csize, e.end-e.hdr))
+		b := make([]byte, e.wholeRead())
 		if err := readFull(a.r, b, e.hdr); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", a.name, name, err)
 		}
@@ -650,6 +679,42 @@ func (a *Archive) ReadFile(i int, max int64) ([]byte, error) {
 			}
 		}
 	}
+	return a.decode(i, raw)
+}
+
+// readable returns member i's entry if it can be read whole within max
+// bytes, else why not.
+func (a *Archive) readable(i int, max int64) (*entry, error) {
+	e, err := a.usable(i)
+	if err != nil {
+		return nil, err
+	}
+	name := a.nameOf(i)
+	if e.usize > max {
+		return nil, fmt.Errorf("%s: %s: %w: %d bytes, more than %d", a.name, name, ErrTooLarge, e.usize, max)
+	}
+	// Deflate expands incompressible input by 5 bytes per 64 KiB block
+	// stored: a member whose compressed size is beyond that is refused.
+	if e.method == Deflate && e.csize > e.usize+e.usize/1024+1024 {
+		return nil, fmt.Errorf("%s: %s: %w: %d compressed bytes for %d", a.name, name, ErrFormat, e.csize, e.usize)
+	}
+	// Nor can it shrink input by more than 1032 to 1 (a 258-byte match
+	// in two bits): a member that claims more is refused before its
+	// size is allocated (a few bytes claiming 64 MiB each, many times).
+	if e.method == Deflate && e.usize > maxInflated(e.csize) {
+		return nil, fmt.Errorf("%s: %s: %w: %d compressed bytes cannot inflate to %d", a.name, name, ErrFormat, e.csize, e.usize)
+	}
+	return e, nil
+}
+
+// wholeRead is how much of the archive, from the local header, a read
+// of the whole member takes: its header (as guessHeader) and data.
+func (e *entry) wholeRead() int64 { return min(e.guessHeader()+e.csize, e.end-e.hdr) }
+
+// decode returns member i's bytes from its stored ones raw: inflated if
+// deflated, and checked against the CRC-32.
+func (a *Archive) decode(i int, raw []byte) ([]byte, error) {
+	e, name := &a.ents[i], a.nameOf(i)
 	out := raw
 	if e.method == Deflate {
 		out = make([]byte, e.usize)
@@ -667,6 +732,79 @@ func (a *Archive) ReadFile(i int, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %s: %w: CRC-32 %08x, the directory says %08x", a.name, name, ErrFormat, got, e.crc)
 	}
 	return out, nil
+}
+
+// ReadFiles reads the members idx whole, as ReadFile reads each (within
+// limit bytes each, checked), in few reads of the archive: members whose
+// bytes lie within gap bytes of each other are read together, in reads
+// of at most span bytes (the metadata documents of many arrays in one
+// ranged GET, say). fn gets each member's bytes, which it may keep, or
+// why they cannot be read, once per member, on the caller's goroutine.
+func (a *Archive) ReadFiles(idx []int, limit, gap, span int64, fn func(i int, b []byte, err error)) {
+	type slot struct {
+		i          int
+		start, end int64
+	}
+	var slots []slot
+	for _, i := range idx {
+		e, err := a.readable(i, limit)
+		if err != nil {
+			fn(i, nil, err)
+			continue
+		}
+		if e.wholeRead() > span || e.data.Load() != 0 {
+			b, err := a.ReadFile(i, limit)
+			fn(i, b, err)
+			continue
+		}
+		slots = append(slots, slot{i, e.hdr, e.hdr + e.wholeRead()})
+	}
+	slices.SortFunc(slots, func(x, y slot) int { return cmp.Compare(x.start, y.start) })
+	for k := 0; k < len(slots); {
+		start, end := slots[k].start, slots[k].end
+		j := k + 1
+		for j < len(slots) && slots[j].start-end <= gap && max(end, slots[j].end)-start <= span {
+			end = max(end, slots[j].end)
+			j++
+		}
+		buf := make([]byte, end-start)
+		err := readFull(a.r, buf, start)
+		for _, s := range slots[k:j] {
+			if err != nil {
+				fn(s.i, nil, fmt.Errorf("%s: %s: %w", a.name, a.nameOf(s.i), err))
+				continue
+			}
+			e := &a.ents[s.i]
+			b := buf[s.start-start : s.end-start]
+			off, perr := a.parseLocal(s.i, b)
+			if perr != nil {
+				fn(s.i, nil, perr)
+				continue
+			}
+			e.data.Store(e.hdr + off)
+			if off+e.csize > int64(len(b)) {
+				// A local extra field longer than guessed.
+				out, err := a.ReadFile(s.i, limit)
+				fn(s.i, out, err)
+				continue
+			}
+			raw := b[off : off+e.csize]
+			if e.method == Store {
+				raw = bytes.Clone(raw) // not the whole read's buffer kept by a caller
+			}
+			out, err := a.decode(s.i, raw)
+			fn(s.i, out, err)
+		}
+		k = j
+	}
+}
+
+// maxInflated is the most that n bytes of deflate can inflate to.
+func maxInflated(n int64) int64 {
+	if n > (1<<62)/1032 {
+		return 1 << 62
+	}
+	return 1032*n + 1024
 }
 
 // Open returns a reader of stored member i's bytes, read in place.
@@ -696,8 +834,47 @@ type Reader struct {
 // Size returns the member's size.
 func (r *Reader) Size() int64 { return r.a.ents[r.i].usize }
 
+// DataOffset returns where the member's bytes start in the archive,
+// reading its local header first if no read has yet: for a caller that
+// reads the member's bytes where they lie in the archive's reader (a
+// mapping, a cache of fetched ranges).
+func (r *Reader) DataOffset() (int64, error) { return r.a.resolve(r.i) }
+
 // Name returns the member's name.
 func (r *Reader) Name() string { return string(r.a.nameOf(r.i)) }
+
+// DataOffsetGuess returns where the member's bytes start in the archive
+// without a read: known when a read has found it (from the local
+// header); otherwise, for a member without a data descriptor, where its
+// bytes would start if they ended where the next record begins, as
+// every writer lays out such members (ok), which only a check of bytes
+// read there can confirm (see ConfirmDataOffset). The local header may
+// have an extra field of its own length: nothing else tells where the
+// data start.
+func (r *Reader) DataOffsetGuess() (off int64, known, ok bool) {
+	e := &r.a.ents[r.i]
+	if d := e.data.Load(); d != 0 {
+		return d, true, true
+	}
+	if e.flags&flagDataDesc != 0 {
+		return 0, false, false
+	}
+	return e.end - e.csize, false, true
+}
+
+// ConfirmDataOffset records d, a DataOffsetGuess, as where the member's
+// bytes start, once the caller has read bytes there and checked them
+// against a checksum they carry (a Zarr shard index's crc32c): the
+// local header need not be read. A d outside the member's place in the
+// archive is refused.
+func (r *Reader) ConfirmDataOffset(d int64) error {
+	e := &r.a.ents[r.i]
+	if d < e.hdr+localLen+int64(e.nlen) || d+e.csize > e.end {
+		return fmt.Errorf("%s: %s: %w: data at %d outside the member's place [%d,%d)", r.a.name, r.Name(), ErrFormat, d, e.hdr, e.end)
+	}
+	e.data.CompareAndSwap(0, d)
+	return nil
+}
 
 // ReadAt reads len(p) bytes of the member at off (io.EOF at its end).
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) {

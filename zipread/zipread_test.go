@@ -459,3 +459,123 @@ func TestList(t *testing.T) {
 		}
 	}
 }
+
+// TestDataOffset: a stored member's bytes start where archive/zip says,
+// whether or not the member has been read.
+func TestDataOffset(t *testing.T) {
+	for _, path := range fixtures(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			continue // a fixture archive/zip refuses
+		}
+		a, err := Open(bytes.NewReader(b), int64(len(b)), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range zr.File {
+			i, ok := a.Lookup(f.Name)
+			if !ok || f.Method != zip.Store || a.Member(i).Err != nil {
+				continue
+			}
+			r, err := a.Open(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := f.DataOffset()
+			if got, err := r.DataOffset(); got != want || err != nil {
+				t.Errorf("%s: %s: data at %d, %v; archive/zip says %d", path, f.Name, got, err, want)
+			}
+		}
+	}
+}
+
+// TestDataOffsetGuess: the guess is where a member's bytes are when they
+// end at the next record; a confirmed guess serves later reads without
+// the local header; a guess outside the member's place is refused; a
+// member with a data descriptor has none.
+func TestDataOffsetGuess(t *testing.T) {
+	data := payload(1<<20, 3)
+	for _, gap := range [][]byte{nil, []byte("gap")} {
+		b := build(t, []zm{{name: "a", data: []byte("x")}, {name: "s", data: data, gap: gap}, {name: "z", data: []byte("z")}}, nil)
+		c := &counting{b: b}
+		a, err := Open(c, int64(len(b)), "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, _ := a.Lookup("s")
+		r, _ := a.Open(i)
+		d, known, ok := r.DataOffsetGuess()
+		if known || !ok {
+			t.Fatalf("gap %q: guess %d known %v ok %v", gap, d, known, ok)
+		}
+		if got := bytes.Equal(b[d:d+int64(len(data))], data); got != (gap == nil) {
+			t.Fatalf("gap %q: the guess finds the data: %v", gap, got)
+		}
+		if err := r.ConfirmDataOffset(d + 1000); !errors.Is(err, ErrFormat) {
+			t.Errorf("a confirmed offset past the member's place: %v", err)
+		}
+		if gap == nil {
+			if err := r.ConfirmDataOffset(d); err != nil {
+				t.Fatal(err)
+			}
+			c.reads.Store(0)
+			p := make([]byte, 100)
+			if _, err := r.ReadAt(p, int64(len(data))-100); err != nil || !bytes.Equal(p, data[len(data)-100:]) {
+				t.Fatalf("read after the confirmation: %v", err)
+			}
+			if n := c.reads.Load(); n != 1 {
+				t.Errorf("%d reads after the confirmation, want 1 (no local header)", n)
+			}
+		}
+	}
+	b := build(t, []zm{{name: "s", data: data, flags: flagDataDesc, gap: make([]byte, 16)}}, nil) // room for the descriptor
+	a, err := Open(bytes.NewReader(b), int64(len(b)), "dd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := r.DataOffsetGuess(); ok {
+		t.Error("a member with a data descriptor has a guess")
+	}
+}
+
+// exactCounting is counting with the ReadExact of an object store's
+// reader.
+type exactCounting struct{ *counting }
+
+func (e exactCounting) ReadExact(p []byte, off int64) error {
+	_, err := e.ReadAt(p, off)
+	return err
+}
+
+// TestSuffix: Open reads the last SuffixSize bytes of a local archive,
+// the last RequestSuffixSize of one in an object store, each in one read
+// when the directory lies there.
+func TestSuffix(t *testing.T) {
+	b := storedZip(t, payload(4<<20, 5))
+	for _, tc := range []struct {
+		c    *counting
+		want int64
+	}{
+		{&counting{b: b}, SuffixSize},
+		{&counting{b: b}, RequestSuffixSize},
+	} {
+		r := io.ReaderAt(tc.c)
+		if tc.want == RequestSuffixSize {
+			r = exactCounting{tc.c}
+		}
+		if _, err := Open(r, int64(len(b)), "s"); err != nil {
+			t.Fatal(err)
+		}
+		if n, got := tc.c.reads.Load(), tc.c.bytes.Load(); n != 1 || got != tc.want {
+			t.Errorf("Open read %d bytes in %d reads, want %d in 1", got, n, tc.want)
+		}
+	}
+}

@@ -232,31 +232,16 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 		local = append(local, p)
 	}
 	err = walkContainers(local, func(p string, err error) {
+		var rs []*infoRecord
 		if src, inner, ok := treeArg(p); ok && err == nil {
-			trs, err := describeTree(src, inner, cfg)
+			rs, err = describeTree(src, inner, cfg)
 			if err != nil && !slices.Contains(local, p) && errors.Is(err, pack.ErrFormat) {
 				return // a file named as a tree that holds none, met in a walk
 			}
-			if err != nil {
-				failed = true
-				msg := errorText(p, err)
-				if !*asJSON {
-					fmt.Fprintf(stderr, "bloscfs info: %s: %s\n", p, msg)
-				}
-				recs = append(recs, errorRecord{Path: p, Error: msg})
-				return
-			}
-			for _, r := range trs {
-				recs = append(recs, r)
-				if !*asJSON {
-					printInfo(stdout, r)
-				}
-			}
-			return
-		}
-		var r *infoRecord
-		if err == nil {
+		} else if err == nil {
+			var r *infoRecord
 			r, err = describe(p, cfg)
+			rs = []*infoRecord{r}
 		}
 		if err != nil {
 			failed = true
@@ -267,9 +252,11 @@ func cmdInfo(args []string, stdout, stderr io.Writer) error {
 			recs = append(recs, errorRecord{Path: p, Error: msg})
 			return
 		}
-		recs = append(recs, r)
-		if !*asJSON {
-			printInfo(stdout, r)
+		for _, r := range rs {
+			recs = append(recs, r)
+			if !*asJSON {
+				printInfo(stdout, r)
+			}
 		}
 	})
 	if err != nil {

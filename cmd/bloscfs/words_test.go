@@ -144,7 +144,7 @@ func TestExamplesReproduce(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make-examples.sh: %v\n%s", err, b)
 	}
-	names := []string{"server-log.blp", "temperatures.b2frame", "grid.b2nd"}
+	names := []string{"server-log.blp", "temperatures.b2frame", "grid.b2nd", "station.b2z", "ocean.zarr.zip"}
 	filepath.WalkDir(filepath.Join(root, "examples", "weather.zarr"), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			rel, _ := filepath.Rel(filepath.Join(root, "examples"), p)
@@ -152,8 +152,8 @@ func TestExamplesReproduce(t *testing.T) {
 		}
 		return err
 	})
-	if len(names) < 8 {
-		t.Fatalf("examples/weather.zarr holds %d files; want the store make-examples.sh writes", len(names)-3)
+	if len(names) < 9 {
+		t.Fatalf("examples/weather.zarr holds %d files; want the store make-examples.sh writes", len(names)-4)
 	}
 	for _, name := range names {
 		want, err := os.ReadFile(filepath.Join(root, "examples", name))

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,14 +25,7 @@ import (
 
 // benchSize is the plain size of the benchmark files (BLOSCFS_BENCH_SIZE
 // overrides, in MiB).
-func benchSize() int64 {
-	if s := os.Getenv("BLOSCFS_BENCH_SIZE"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			return int64(n) << 20
-		}
-	}
-	return 1 << 30
-}
+func benchSize() int64 { return testkit.BenchSize(1 << 30) }
 
 // writeSeries writes size bytes of a float64 series like measured data.
 func writeSeries(b *testing.B, path string, size int64) {

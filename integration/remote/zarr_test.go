@@ -1,7 +1,6 @@
 package remote_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -52,18 +51,11 @@ func uploadZarr(t *testing.T) map[string]string {
 }
 
 func readManifest(path string, into map[string]string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
+	m, err := testkit.ReadZarrManifest(path)
+	for k, v := range m {
+		into[k] = v
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Scan()
-	for sc.Scan() {
-		p := strings.Split(sc.Text(), "\t")
-		into[p[0]] = p[1]
-	}
-	return sc.Err()
+	return err
 }
 
 func doUploadZarr() (map[string]string, error) {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -239,4 +240,13 @@ func ThreadStates(pid int) string {
 		fmt.Fprintf(&out, "no threads: pid %d is gone or reaped\n", pid)
 	}
 	return out.String()
+}
+
+// BenchSize is the plain size of a benchmark's data: BLOSCFS_BENCH_SIZE
+// MiB when it is set to a positive number, else def bytes.
+func BenchSize(def int64) int64 {
+	if n, err := strconv.Atoi(os.Getenv("BLOSCFS_BENCH_SIZE")); err == nil && n > 0 {
+		return int64(n) << 20
+	}
+	return def
 }

@@ -25,6 +25,15 @@ type Tree struct {
 	src *mmapfile.Pread // nil for a directory's tree
 }
 
+// Problems returns what the tree left out (pack.TreeProblems), if it
+// tells.
+func (t *Tree) Problems() []error {
+	if p, ok := t.Tree.(pack.TreeProblems); ok {
+		return p.Problems()
+	}
+	return nil
+}
+
 // Close closes the tree and its file.
 func (t *Tree) Close() error {
 	err := t.Tree.Close()

@@ -49,7 +49,7 @@ type Embed struct {
 func OpenEmbed(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (*Embed, error) {
 	fr, err := frame.Open(r, size, name, cache)
 	if err != nil {
-		if pack.Transient(err) {
+		if !verdict(err) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %w", ErrNotStore, err)
@@ -69,7 +69,7 @@ func OpenEmbed(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (*
 	}
 	raw, err := fr.VLMeta(VLMetaEmbedMap)
 	if err != nil {
-		if pack.Transient(err) {
+		if !verdict(err) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %w", ErrNotStore, err)

@@ -3,6 +3,11 @@ package b2store
 import (
 	"errors"
 	"fmt"
+
+	"github.com/bloscfs/bloscfs/blosc"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/frame"
+	"github.com/bloscfs/bloscfs/zipread"
 )
 
 // Errors of the package, wrapped with the store's name and what is wrong;
@@ -20,8 +25,9 @@ var (
 	ErrBadEntry = errors.New("invalid store entry")
 	// ErrUnsupportedKind reports a leaf whose kind is listed but not read
 	// (BatchArray, ObjectArray, ListArray, lazy expressions and other
-	// b2o objects, proxies).
-	ErrUnsupportedKind = errors.New("store leaf of a kind that is not read")
+	// b2o objects, proxies). It is also a pack.ErrUnsupported: a tree's
+	// problem of a kind not read, not a defect of the store.
+	ErrUnsupportedKind error = unsupportedKind{}
 	// ErrVLMeta reports a vlmetalayer value that is not one msgpack value
 	// that JSON can show (trailing bytes, a non-string map key, too deep,
 	// too large).
@@ -76,4 +82,37 @@ func (p *problems) errors() []error {
 		out = append(out, fmt.Errorf("%w: %d more problems not listed", ErrBadEntry, p.dropped))
 	}
 	return out
+}
+
+// unsupportedKind is ErrUnsupportedKind.
+type unsupportedKind struct{}
+
+func (unsupportedKind) Error() string { return "store leaf of a kind that is not read" }
+
+// Is makes ErrUnsupportedKind a pack.ErrUnsupported.
+func (unsupportedKind) Is(target error) bool { return target == pack.ErrUnsupported }
+
+// verdicts are the errors that say something of a store's bytes: a
+// failure that wraps none of them (a read that failed, locally or from a
+// bucket, the system short of something) says nothing of the store, and
+// is never kept as its verdict: the next use tries again.
+var verdicts = []error{
+	pack.ErrFormat, pack.ErrUnsupported, pack.ErrChecksum, pack.ErrNotInTree,
+	blosc.ErrCorrupt, blosc.ErrUnsupported, frame.ErrNoMeta,
+	zipread.ErrFormat, zipread.ErrUnsupported, zipread.ErrUnsafe, zipread.ErrNotExist, zipread.ErrTooLarge,
+	ErrNotStore, ErrBadEntry, ErrUnsupportedKind, ErrVLMeta, ErrNotFound,
+}
+
+// verdict reports whether err is a fact about the store's bytes rather
+// than a failure to read them.
+func verdict(err error) bool {
+	if err == nil || pack.Transient(err) {
+		return false
+	}
+	for _, v := range verdicts {
+		if errors.Is(err, v) {
+			return true
+		}
+	}
+	return false
 }

@@ -71,7 +71,7 @@ func bigArray(t testing.TB) leafSrc {
 	if err := frame.WriteArray(m, bytes.NewReader(data), a, blosc.DefaultParams(8)); err != nil {
 		t.Fatal(err)
 	}
-	return leafSrc{"big", m.b, int64(len(data)), ".b2nd"}
+	return leafSrc{"big", m.B, int64(len(data)), ".b2nd"}
 }
 
 // objectsLeaf is a value of a kind that is listed, not read, of n bytes.
@@ -104,15 +104,15 @@ var (
 // writes it (SChunk backing in chunks of 2**13 bytes, marker b2embed).
 func buildEstore(t testing.TB) []byte {
 	w := newStoreWriter(MarkerEmbed, 1<<13)
-	w.set("/node1", fixtureLeaf(t, "nd_f64_1d.b2nd").fr)
-	w.set("/node2", fixtureLeaf(t, "tiny_1byte.b2frame").fr)
-	w.set("/old", fixtureLeaf(t, "typesize2.b2frame").fr)
-	w.setC2("/dir1/node3", c2URLBase, c2Path)
-	w.set("/dir1/sub/node4", fixtureLeaf(t, "nd_u8_3d.b2nd").fr)
-	w.set("/dir1/objs", objectsLeaf(t, "vlarray", 100).fr)
-	w.set("/dir1/node5", fixtureLeaf(t, "v3_lz4_bitshuffle_meta.b2frame").fr)
-	w.del("/old")
-	return w.frame(t)
+	w.Set("/node1", fixtureLeaf(t, "nd_f64_1d.b2nd").fr)
+	w.Set("/node2", fixtureLeaf(t, "tiny_1byte.b2frame").fr)
+	w.Set("/old", fixtureLeaf(t, "typesize2.b2frame").fr)
+	w.SetC2("/dir1/node3", c2URLBase, c2Path)
+	w.Set("/dir1/sub/node4", fixtureLeaf(t, "nd_u8_3d.b2nd").fr)
+	w.Set("/dir1/objs", objectsLeaf(t, "vlarray", 100).fr)
+	w.Set("/dir1/node5", fixtureLeaf(t, "v3_lz4_bitshuffle_meta.b2frame").fr)
+	w.Del("/old")
+	return w.Frame()
 }
 
 // buildTreeV370 writes tree_v370.b2d: a TreeStore as python-blosc2 v3.7.0
@@ -120,7 +120,7 @@ func buildEstore(t testing.TB) []byte {
 // under the default threshold of 2**16 bytes embedded, root vlmeta only.
 func buildTreeV370(t testing.TB, dir string) {
 	d := newDictWriter(MarkerEmbed, 1<<16, 1<<16)
-	d.tree = true
+	d.Tree = true
 	for _, p := range []struct {
 		key string
 		src leafSrc
@@ -131,12 +131,12 @@ func buildTreeV370(t testing.TB, dir string) {
 		{"/series/s1", fixtureLeaf(t, "data_const.b2frame")},
 		{"/series/tiny", fixtureLeaf(t, "tiny_1byte.b2frame")},
 	} {
-		d.set(p.key, p.src.fr, p.src.nbytes, p.src.ext)
+		d.Set(p.key, p.src.fr, p.src.nbytes, p.src.ext)
 	}
 	var vl []kv
-	d.setVLMeta(t, "", &vl, "author", "bloscfs tests")
-	d.setVLMeta(t, "", &vl, "version", 3)
-	d.write(t, dir)
+	d.SetVLMeta("", &vl, "author", "bloscfs tests")
+	d.SetVLMeta("", &vl, "version", 3)
+	d.Write(dir)
 }
 
 // buildTreeT64k writes tree_t64k.b2d: TreeStore(threshold=2**16) of
@@ -155,17 +155,17 @@ func buildTreeT64k(t testing.TB, dir string) {
 		{"/group/s", fixtureLeaf(t, "typesize2.b2frame")},
 		{"/group/tiny", fixtureLeaf(t, "tiny_1byte.b2frame")},
 	} {
-		d.set(p.key, p.src.fr, p.src.nbytes, p.src.ext)
+		d.Set(p.key, p.src.fr, p.src.nbytes, p.src.ext)
 	}
-	d.es.setC2("/remote", c2URLBase, c2Path)
+	d.ES.SetC2("/remote", c2URLBase, c2Path)
 	var root, group, sub []kv
 	for _, p := range rootVL() {
-		d.setVLMeta(t, "", &root, p.k, p.v)
+		d.SetVLMeta("", &root, p.Key(), p.Value())
 	}
-	d.setVLMeta(t, "/group", &group, "units", "m")
-	d.setVLMeta(t, "/group", &group, "origin", tuple{0, 0})
-	d.setVLMeta(t, "/group/sub", &sub, "note", "sub")
-	d.write(t, dir)
+	d.SetVLMeta("/group", &group, "units", "m")
+	d.SetVLMeta("/group", &group, "origin", tuple{0, 0})
+	d.SetVLMeta("/group/sub", &sub, "note", "sub")
+	d.Write(dir)
 }
 
 // buildDictT64k writes dict_t64k.b2d: DictStore(threshold=2**16) of
@@ -183,9 +183,9 @@ func buildDictT64k(t testing.TB, dir string) {
 		{"/dir/batch", objectsLeaf(t, "batcharray", 70000)},
 		{"/dir/deep/er/v", fixtureLeaf(t, "v3_lz4_bitshuffle_meta.b2frame")},
 	} {
-		d.set(p.key, p.src.fr, p.src.nbytes, p.src.ext)
+		d.Set(p.key, p.src.fr, p.src.nbytes, p.src.ext)
 	}
-	d.write(t, dir)
+	d.Write(dir)
 }
 
 // buildTreeV411 writes tree_v411.b2d: a TreeStore of python-blosc2
@@ -203,15 +203,15 @@ func buildTreeV411(t testing.TB, dir string) {
 		{"/g/s", fixtureLeaf(t, "tiny_1byte.b2frame")},
 		{"/table/_cols/x", fixtureLeaf(t, "nd_f64_1d.b2nd")},
 	} {
-		d.set(p.key, p.src.fr, p.src.nbytes, p.src.ext)
+		d.Set(p.key, p.src.fr, p.src.nbytes, p.src.ext)
 	}
-	d.set("/table/_meta", schunkWithVLMeta(t, []kv{{"kind", "ctable"}, {"version", 1}, {"schema", []kv{{"x", "float64"}}}}), 0, ".b2f")
-	d.es.setC2("/remote", c2URLBase, c2Path)
-	d.es.extraVL = []kv{{VLMetaObjectRegistry, []kv{{"/table", []kv{{"kind", "ctable"}, {"version", 1}, {"layout", "inline-tree-subtree"}}}}}}
+	d.Set("/table/_meta", schunkWithVLMeta(t, []kv{{"kind", "ctable"}, {"version", 1}, {"schema", []kv{{"x", "float64"}}}}), 0, ".b2f")
+	d.ES.SetC2("/remote", c2URLBase, c2Path)
+	d.ES.ExtraVL = []kv{{VLMetaObjectRegistry, []kv{{"/table", []kv{{"kind", "ctable"}, {"version", 1}, {"layout", "inline-tree-subtree"}}}}}}
 	var root, g []kv
-	d.setVLMeta(t, "", &root, "author", "bloscfs tests")
-	d.setVLMeta(t, "/g", &g, "units", "m")
-	d.write(t, dir)
+	d.SetVLMeta("", &root, "author", "bloscfs tests")
+	d.SetVLMeta("/g", &g, "units", "m")
+	d.Write(dir)
 }
 
 // writeStores writes every store fixture under dir.

@@ -2,7 +2,9 @@ package b2store
 
 import (
 	"bytes"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"testing"
 
@@ -119,4 +121,97 @@ func FuzzOpenEmbed(f *testing.F) {
 		}
 		_, _ = s.Objects()
 	})
+}
+
+// FuzzTree opens arbitrary bytes as a store file (a .b2z archive when
+// they start with "PK", else a .b2e) and walks its tree as the mount
+// does: every directory listed, Stat of each entry, the first bytes and
+// the last of a few files read. Opening may allocate at most what the
+// input justifies; listing a directory, for each of its leaves, at most
+// what the leaf's frame as a file of its own would.
+func FuzzTree(f *testing.F) {
+	for _, b := range storeSeeds(f) {
+		f.Add(b)
+	}
+	for _, name := range []string{"tree_t64k.b2z", "dict_t64k_zip64.b2z", "tree_v411.b2z"} {
+		b, err := os.ReadFile(filepath.Join(storesDir, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	const maxDirs, maxFiles = 16, 4
+	f.Fuzz(func(t *testing.T, data []byte) {
+		mem := testkit.StartAlloc()
+		tr, err := OpenFileTree(bytes.NewReader(data), int64(len(data)), "fuzz", nil)
+		if err != nil {
+			mem.Check(t, len(data), 0)
+			return
+		}
+		defer tr.Close()
+		mem.Check(t, len(data), uint64(min(leafAllowance(tr.Store().Root()), 1<<30)))
+		buf := make([]byte, 4096)
+		dirs, files := []string{""}, 0
+		for i := 0; i < len(dirs) && i < maxDirs; i++ {
+			d, _, _ := tr.Store().Lookup("/" + dirs[i])
+			mem := testkit.StartAlloc()
+			ents, err := tr.ReadDir(dirs[i])
+			if err != nil {
+				t.Fatalf("ReadDir(%q) of a listed directory: %v", dirs[i], err)
+			}
+			mem.Check(t, len(data), uint64(leafAllowance(d)))
+			for _, e := range ents {
+				p := path.Join(dirs[i], e.Name)
+				if _, err := tr.Stat(p); err != nil {
+					t.Fatalf("Stat(%q) of a listed entry: %v", p, err)
+				}
+				if e.Dir {
+					dirs = append(dirs, p)
+					continue
+				}
+				if files++; files > maxFiles {
+					continue
+				}
+				c, err := tr.Open(p)
+				if err != nil {
+					continue // a frame that opened to be listed may fail on a second look only for its bytes
+				}
+				if c.Size() != e.Size {
+					t.Fatalf("%s: size %d, listed %d", p, c.Size(), e.Size)
+				}
+				_, _ = c.ReadAt(buf[:min(c.Size(), int64(len(buf)))], 0)
+				if c.Size() > int64(len(buf)) {
+					_, _ = c.ReadAt(buf, c.Size()-int64(len(buf)))
+				}
+				c.(io.Closer).Close()
+			}
+		}
+		_ = tr.Problems()
+		if m := tr.openLeaves(); m > MaxOpenLeaves {
+			t.Fatalf("%d leaves open", m)
+		}
+	})
+}
+
+// leafAllowance is what listing directory d may allocate beyond its
+// input: for each leaf (and its vlmeta leaf), what its frame as a file of
+// its own of its size may (testkit.AllocBound), and a record for it.
+func leafAllowance(d *Dir) int64 {
+	if d == nil {
+		return 0
+	}
+	var n int64
+	add := func(l *Leaf) {
+		if l != nil {
+			n += min(int64(testkit.AllocBound(int(min(l.Size, 1<<30)))), 1<<40) + 4<<10
+		}
+	}
+	for _, l := range d.leaves {
+		add(l)
+	}
+	for _, sub := range d.dirs {
+		add(sub.vlmeta)
+	}
+	add(d.vlmeta)
+	return n
 }

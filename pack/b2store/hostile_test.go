@@ -281,15 +281,15 @@ func TestHostileDir(t *testing.T) {
 	dir := t.TempDir()
 	d := newDictWriter(MarkerTree, 1<<13, 1<<16)
 	nd := fixtureLeaf(t, "nd_f64_1d.b2nd")
-	d.set("/a", nd.fr, nd.nbytes, ".b2nd") // embedded
-	d.set("/b", nd.fr, nd.nbytes, ".b2nd") // embedded, and a file below
-	d.files["a/x.b2nd"] = nd.fr            // /a is then also a directory
-	d.files["c.b2nd"] = nd.fr
-	d.files["c.b2f"] = fixtureLeaf(t, "tiny_1byte.b2frame").fr // two files of /c
-	d.files["b.b2nd"] = nd.fr                                  // a file overrides the embedded /b
-	d.files["junk.txt"] = []byte("not a frame")                // not a leaf
-	d.files["frame.raw"] = nd.fr                               // a frame of another suffix: a leaf
-	d.write(t, dir)
+	d.Set("/a", nd.fr, nd.nbytes, ".b2nd") // embedded
+	d.Set("/b", nd.fr, nd.nbytes, ".b2nd") // embedded, and a file below
+	d.Files["a/x.b2nd"] = nd.fr            // /a is then also a directory
+	d.Files["c.b2nd"] = nd.fr
+	d.Files["c.b2f"] = fixtureLeaf(t, "tiny_1byte.b2frame").fr // two files of /c
+	d.Files["b.b2nd"] = nd.fr                                  // a file overrides the embedded /b
+	d.Files["junk.txt"] = []byte("not a frame")                // not a leaf
+	d.Files["frame.raw"] = nd.fr                               // a frame of another suffix: a leaf
+	d.Write(dir)
 	s, err := OpenDir(NewDirSource(dir), "hostile.b2d", nil)
 	if err != nil {
 		t.Fatal(err)

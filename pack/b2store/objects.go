@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/bloscfs/bloscfs/pack"
 )
 
 // Object is an object root of a TreeStore: a key under which
@@ -73,7 +71,7 @@ func (s *Store) probeObjects() ([]Object, error) {
 // probeManifest reports whether leaf l (of kind k, or err) is a CTable
 // manifest: an SChunk whose vlmeta "kind" is "ctable".
 func probeManifest(l *Leaf, k Kind, err error) (Object, bool, error) {
-	if err != nil && pack.Transient(err) {
+	if err != nil && !verdict(err) {
 		return Object{}, false, err
 	}
 	if err != nil || k != KindSChunk {

@@ -7,7 +7,8 @@
 // and leaves.
 //
 // A store directory's files come from a Source (a local directory:
-// DirSource; a bucket prefix or a ZIP archive supply their own). Each
+// DirSource; a .b2z archive: ZipSource, read in place through zipread; a
+// bucket prefix supplies its own). Each
 // leaf is a frame read in place: an embedded one through the embed
 // store's chunk reader, so that a read decodes only the store chunks
 // that hold its bytes. An NDArray leaf is shown as the NPY file a .b2nd
@@ -17,6 +18,11 @@
 // Everything a store claims is checked before it is used: bad keys,
 // ranges and conflicts leave out the entries concerned, each with an
 // error naming the store and the key (Problems), and the rest reads.
+//
+// Tree is the view the mount and the commands show (a pack.Tree,
+// registered for .b2e and .b2z files and .b2d directories): keys as
+// paths, leaves as files, vlmeta as extended attributes; it opens each
+// leaf's frame once to list it, and keeps at most MaxOpenLeaves open.
 package b2store
 
 import (
@@ -102,7 +108,8 @@ type Member = pack.Member
 
 // Source supplies the files of a store directory: a local directory
 // (DirSource), a bucket prefix, the members of a ZIP archive (only the
-// stored ones open). See pack.MemberSource.
+// stored ones open: ZipSource). See pack.MemberSource. The errors of its
+// Open name the file (the store passes them on as they are).
 type Source = pack.MemberSource
 
 // Store is an opened store: an EmbedStore, or a DictStore or TreeStore
@@ -117,6 +124,8 @@ type Store struct {
 	root   *Dir
 	leaves []*Leaf // sorted by key
 	probs  problems
+
+	watch readWatch // the failed reads of its files
 
 	mu     sync.Mutex
 	embedR io.ReaderAt // the embed store's reader, closed with the store
@@ -181,11 +190,12 @@ func (l *Leaf) Name() string { return l.Key[strings.LastIndexByte(l.Key, '/')+1:
 // leaves are the entries of its embed map. See OpenEmbed.
 func OpenEmbedStore(r io.ReaderAt, size int64, name string, cache pack.BlockCache) (*Store, error) {
 	cache = shared(cache)
-	e, err := OpenEmbed(r, size, name, cache)
+	s := &Store{name: name, cache: cache}
+	e, err := OpenEmbed(s.watch.wrap(r), size, name, cache)
 	if err != nil {
-		return nil, err
+		return nil, s.watch.sure(err, 0)
 	}
-	s := &Store{name: name, flavor: flavorOf(e.marker, false), embed: e, cache: cache}
+	s.flavor, s.embed = flavorOf(e.marker, false), e
 	var leaves []*Leaf
 	for _, en := range e.entries {
 		leaves = append(leaves, s.embeddedLeaf(en))
@@ -264,13 +274,13 @@ func OpenDir(src Source, name string, cache pack.BlockCache) (*Store, error) {
 	}
 	r, size, err := src.Open(EmbedFile)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", name, EmbedFile, err)
+		return nil, err // a Source's errors name the file
 	}
-	s.embedR = r
-	e, err := OpenEmbed(r, size, name+"/"+EmbedFile, cache)
+	s.embedR = s.watch.wrap(r)
+	e, err := OpenEmbed(s.embedR, size, name+"/"+EmbedFile, cache)
 	if err != nil {
 		s.Close()
-		return nil, err
+		return nil, s.watch.sure(err, 0)
 	}
 	s.embed = e
 	s.flavor = flavorOf(e.marker, true)
@@ -308,10 +318,11 @@ func OpenDir(src Source, name string, cache pack.BlockCache) (*Store, error) {
 		if !canonical {
 			// Not a suffix python-blosc2 trusts: it opens the file, and
 			// takes it if it is a Blosc2 object.
+			before := s.watch.failures()
 			_, err := l.Frame()
 			l.Forget()
 			if err != nil {
-				if pack.Transient(err) {
+				if err = s.watch.sure(err, before); !verdict(err) {
 					s.Close()
 					return nil, err
 				}
@@ -529,37 +540,34 @@ func (l *Leaf) readerLocked() (io.ReaderAt, int64, error) {
 	}
 	r, n, err := l.s.src.Open(l.Member)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: %s: %w", l.s.name, l.Member, err)
+		return nil, 0, err // a Source's errors name the file
 	}
-	l.r, l.rn = r, n
-	return r, n, nil
+	l.r, l.rn = l.s.watch.wrap(r), n
+	return l.r, n, nil
 }
 
-// Frame opens the leaf's frame (once; a transient failure is tried again
-// on the next call).
+// Frame opens the leaf's frame (once; a failure to read it, rather than
+// a frame that is not one, is tried again on the next call).
 func (l *Leaf) Frame() (*frame.Frame, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fr != nil || l.err != nil {
 		return l.fr, l.err
 	}
+	before := l.s.watch.failures()
 	r, n, err := l.readerLocked()
-	if err != nil {
-		if !pack.Transient(err) {
-			l.err = err
+	if err == nil {
+		var fr *frame.Frame
+		if fr, err = frame.Open(r, n, l.s.name+":"+l.Key, l.s.cache); err == nil {
+			l.fr = fr
+			l.kind, l.sub = classify(fr)
+			return fr, nil
 		}
-		return nil, err
 	}
-	fr, err := frame.Open(r, n, l.s.name+":"+l.Key, l.s.cache)
-	if err != nil {
-		if !pack.Transient(err) {
-			l.err = err
-		}
-		return nil, err
+	if err = l.s.watch.sure(err, before); verdict(err) {
+		l.err = err
 	}
-	l.fr = fr
-	l.kind, l.sub = classify(fr)
-	return fr, nil
+	return nil, err
 }
 
 // Forget drops the leaf's opened frame (its metadata and index) and
@@ -579,7 +587,9 @@ func (l *Leaf) Forget() {
 // Kind returns the leaf's kind and, for KindOther, what it is
 // ("batcharray", "objectarray", "listarray", "lazyarray", "proxy",
 // "store", "b2o:" and the b2o kind), opening its frame: python-blosc2
-// decides by the frame's metalayers, whatever the file's suffix.
+// decides by the frame's metalayers, whatever the file's suffix. The
+// frame stays open until Forget (the kind is kept after it); a Tree
+// bounds how many do.
 func (l *Leaf) Kind() (Kind, string, error) {
 	if l.C2 != nil {
 		return KindC2Array, "c2array", nil

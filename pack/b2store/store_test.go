@@ -1,7 +1,6 @@
 package b2store
 
 import (
-	"archive/zip"
 	"bytes"
 	"errors"
 	"io"
@@ -514,56 +513,19 @@ func TestDirSourceSafety(t *testing.T) {
 
 func mkfifo(p string) error { return unix.Mkfifo(p, 0o644) }
 
-// zipSource is a Source over a .b2z read with archive/zip: a stand-in
-// for the project's ZIP reader, to show that an archive's stored members
-// plug in. A member's data starts after its own local header.
-type zipSource struct {
-	r    *os.File
-	z    *zip.Reader
-	byID map[string]*zip.File
-}
-
-func openZipSource(t testing.TB, p string) *zipSource {
+// openZipSource opens a .b2z fixture as a ZipSource.
+func openZipSource(t testing.TB, p string) *ZipSource {
 	f, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
 	st, _ := f.Stat()
-	z, err := zip.NewReader(f, st.Size())
+	src, err := OpenZip(f, st.Size(), filepath.Base(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &zipSource{r: f, z: z, byID: map[string]*zip.File{}}
-	for _, m := range z.File {
-		s.byID[m.Name] = m
-	}
-	return s
-}
-
-func (s *zipSource) Members() ([]Member, error) {
-	var out []Member
-	for _, m := range s.z.File {
-		if !strings.HasSuffix(m.Name, "/") {
-			out = append(out, Member{Path: m.Name, Size: int64(m.UncompressedSize64)})
-		}
-	}
-	return out, nil
-}
-
-func (s *zipSource) Open(p string) (io.ReaderAt, int64, error) {
-	m := s.byID[p]
-	if m == nil {
-		return nil, 0, ErrNotFound
-	}
-	if m.Method != zip.Store {
-		return nil, 0, errors.New("deflated member")
-	}
-	off, err := m.DataOffset()
-	if err != nil {
-		return nil, 0, err
-	}
-	return io.NewSectionReader(s.r, off, int64(m.UncompressedSize64)), int64(m.UncompressedSize64), nil
+	return src
 }
 
 // TestZipStores: each .b2z reads as its .b2d does.

@@ -1,6 +1,8 @@
 package b2store
 
 import (
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -47,6 +49,25 @@ func (v *VLMeta) JSON(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: vlmeta %q: %w", v.name, name, err)
 	}
 	return j, nil
+}
+
+// Shown returns the value of name as its extended attribute shows it:
+// its JSON, or, for a value that is not one msgpack value JSON can show
+// (c-blosc2's own tools write plain strings), {"$raw": "<base64>"} of
+// its bytes; at most MaxVLMetaJSON bytes either way.
+func (v *VLMeta) Shown(name string) ([]byte, error) {
+	j, err := v.JSON(name)
+	if err == nil || !errors.Is(err, ErrVLMeta) {
+		return j, err
+	}
+	b, rerr := v.Raw(name)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if n := base64.StdEncoding.EncodedLen(len(b)) + len(`{"$raw":""}`); n > MaxVLMetaJSON {
+		return nil, fmt.Errorf("%s: vlmeta %q: %w: %d bytes, not msgpack, too large to show", v.name, name, ErrVLMeta, len(b))
+	}
+	return []byte(`{"$raw":"` + base64.StdEncoding.EncodeToString(b) + `"}`), nil
 }
 
 func (v *VLMeta) storeName() string {

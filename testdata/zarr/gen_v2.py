@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """Write Zarr v2 test stores with python3-zarr (2.13) and numcodecs.
 
-Usage: gen_v2.py OUTDIR
+Usage: gen_v2.py OUTDIR [stored|deflated]
 
 Writes OUTDIR/v2/ (a group hierarchy of arrays, with consolidated
 metadata) and OUTDIR/MANIFEST.tsv: for every array, its path relative to
 OUTDIR, the sha256 and size of the bytes np.save writes for
 zarr.open(path)[...], and the shape.
+
+With "stored" or "deflated", the hierarchy is written by zarr's ZipStore
+into OUTDIR/v2.zip instead (members stored, or ZIP_DEFLATED), and the
+manifest is of zarr.open(ZipStore(OUTDIR/v2.zip), path)[...].
 """
 import hashlib
 import io
@@ -21,9 +25,17 @@ from numcodecs import (BZ2, GZip, LZ4, LZMA, Zlib, Zstd, Blosc, Delta,
                        AsType, FixedScaleOffset, Quantize, PackBits, Shuffle)
 
 out = sys.argv[1]
-root_path = os.path.join(out, "v2")
-store = zarr.DirectoryStore(root_path)
-root = zarr.group(store=store, overwrite=True)
+mode = sys.argv[2] if len(sys.argv) > 2 else "dir"
+if mode == "dir":
+    root_path = os.path.join(out, "v2")
+    store = zarr.DirectoryStore(root_path)
+    root = zarr.group(store=store, overwrite=True)
+else:
+    import zipfile
+    root_path = os.path.join(out, "v2.zip")
+    store = zarr.ZipStore(root_path, mode="w",
+                          compression={"stored": zipfile.ZIP_STORED, "deflated": zipfile.ZIP_DEFLATED}[mode])
+    root = zarr.group(store=store)
 rng = np.random.default_rng(42)
 arrays = []
 
@@ -151,11 +163,16 @@ g.attrs["note"] = "nested"
 make("deep/a/b/c.zarr", (10, 10), (3, 3), dtype="<i4")
 root["dims/d2"].attrs["units"] = "m"
 zarr.consolidate_metadata(store)
+if mode != "dir":
+    store.close()
+    store = zarr.ZipStore(root_path, mode="r")
+else:
+    store = zarr.DirectoryStore(root_path)
 
 with open(os.path.join(out, "MANIFEST.tsv"), "w") as m:
     m.write("path\tsha256\tsize\tshape\n")
     for name in arrays:
-        a = zarr.open(store=zarr.DirectoryStore(root_path), path=name, mode="r")[...]
+        a = zarr.open(store=store, path=name, mode="r")[...]
         buf = io.BytesIO()
         np.save(buf, a)
         b = buf.getvalue()

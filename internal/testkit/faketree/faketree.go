@@ -5,7 +5,8 @@
 //   - x.fnpy: a file "FNPY\n" then content, a tree whose root is the file
 //     x.npy (as a zipped Zarr array);
 //   - x.fdir/: a directory whose files are the tree's files (as a .b2d),
-//     "bad" in its top directory making it no tree.
+//     "bad" in its top directory making it no tree;
+//   - a file starting "PLAIN" is plainly no tree (pack.ErrNoTree).
 package faketree
 
 import (
@@ -69,6 +70,8 @@ func openFakeTree(r io.ReaderAt, size int64, name string, cache pack.BlockCache)
 	case bytes.HasPrefix(b, []byte("FNPY\n")):
 		t.RootName = strings.TrimSuffix(path.Base(name), ".fnpy") + ".npy"
 		t.Files[""] = b[5:]
+	case bytes.HasPrefix(b, []byte("PLAIN")):
+		return nil, fmt.Errorf("%s: %w: %w: plainly another file", name, pack.ErrFormat, pack.ErrNoTree)
 	default:
 		return nil, fmt.Errorf("%s: %w: not a fake tree", name, pack.ErrFormat)
 	}

@@ -1,0 +1,182 @@
+package zipread
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"runtime"
+	"slices"
+	"testing"
+)
+
+// TestUnder lists the members below a prefix, in name order.
+func TestUnder(t *testing.T) {
+	var ms []zm
+	for _, n := range []string{"b/2", "a/1", "a/0", "a0", "ab/x", "a/c/d", "z"} {
+		ms = append(ms, zm{name: n, data: []byte(n)})
+	}
+	b := build(t, ms, nil)
+	a, err := Open(bytes.NewReader(b), int64(len(b)), "t.zip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for prefix, want := range map[string][]string{
+		"a/": {"a/0", "a/1", "a/c/d"},
+		"a":  {"a/0", "a/1", "a/c/d", "a0", "ab/x"},
+		"":   {"a/0", "a/1", "a/c/d", "a0", "ab/x", "b/2", "z"},
+		"c":  nil,
+		"z":  {"z"},
+	} {
+		var got []string
+		for i := range a.Under(prefix) {
+			got = append(got, a.Member(i).Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("Under(%q) = %v, want %v", prefix, got, want)
+		}
+	}
+	for i := range a.Under("") {
+		if a.Member(i).Name == "a/1" {
+			break // stopping early is allowed
+		}
+	}
+}
+
+// TestNoArchive: bytes with no end record are ErrNoArchive (and
+// ErrFormat); a directory past the end of the file is ErrFormat only.
+func TestNoArchive(t *testing.T) {
+	for _, b := range [][]byte{nil, []byte("PK"), bytes.Repeat([]byte("not a zip "), 1000)} {
+		if _, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip"); !errors.Is(err, ErrNoArchive) || !errors.Is(err, ErrFormat) {
+			t.Errorf("%d bytes: %v, want ErrNoArchive", len(b), err)
+		}
+	}
+	off := uint32(1 << 30)
+	b := build(t, []zm{{name: "a", data: []byte("a")}}, &zedit{cdOffset: &off})
+	if _, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip"); errors.Is(err, ErrNoArchive) || !errors.Is(err, ErrFormat) {
+		t.Errorf("a directory past the end: %v, want ErrFormat without ErrNoArchive", err)
+	}
+}
+
+// TestInflateClaim: a deflated member that claims more than deflate can
+// make of its bytes (1032 to 1) is refused before its size is
+// allocated; one at deflate's best ratio reads.
+func TestInflateClaim(t *testing.T) {
+	zeros := make([]byte, 8<<20)
+	b := build(t, []zm{
+		{name: "liar", data: []byte{3, 0}, method: Deflate, plain: []byte{}, usize: 64 << 20},
+		{name: "zeros", data: deflate(t, zeros), method: Deflate, plain: zeros},
+	}, nil)
+	a, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	before := m.TotalAlloc
+	if _, err := a.ReadFile(0, 1<<30); !errors.Is(err, ErrFormat) {
+		t.Errorf("liar: %v, want ErrFormat", err)
+	}
+	runtime.ReadMemStats(&m)
+	if n := m.TotalAlloc - before; n > 1<<20 {
+		t.Errorf("refusing the liar allocated %d bytes", n)
+	}
+	if got, err := a.ReadFile(1, 1<<30); err != nil || !bytes.Equal(got, zeros) {
+		t.Errorf("zeros: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestListUnclean: a name that is not a clean relative path is never
+// listed, whatever else is wrong with its member (a duplicate, bytes
+// shared with another).
+func TestListUnclean(t *testing.T) {
+	b := build(t, []zm{
+		{name: "../x", data: []byte("a")}, {name: "../x", data: []byte("b")},
+		{name: "a/../../y", data: []byte("c")}, {name: "z", data: []byte("d"), hdrOf: 3},
+		{name: "ok", data: []byte("e")},
+	}, nil)
+	a, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.List(""); !slices.Equal(got, []string{"ok", "z"}) {
+		t.Errorf("List(\"\") = %q", got)
+	}
+	if got := a.List("a"); len(got) != 0 {
+		t.Errorf("List(\"a\") = %q", got)
+	}
+}
+
+// TestReadFiles reads every member of every fixture with ReadFiles, in
+// one read of the archive where they lie together, and compares each
+// with ReadFile's bytes; members refused, too large, or far apart are
+// answered each.
+func TestReadFiles(t *testing.T) {
+	for _, path := range fixtures(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Open(bytes.NewReader(b), int64(len(b)), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ gap, span int64 }{{1 << 30, 1 << 30}, {0, 1 << 30}, {0, 100}, {1 << 30, 4096}} {
+			r := &counting{b: b}
+			a, _ := Open(r, int64(len(b)), path)
+			r.reads.Store(0)
+			idx := make([]int, a.Len())
+			for i := range idx {
+				idx[i] = a.Len() - 1 - i
+			}
+			got := map[int]bool{}
+			a.ReadFiles(idx, 1<<20, c.gap, c.span, func(i int, b []byte, err error) {
+				if got[i] {
+					t.Errorf("%s: member %d answered twice", path, i)
+				}
+				got[i] = true
+				w, werr := want.ReadFile(i, 1<<20)
+				if (err == nil) != (werr == nil) || !bytes.Equal(b, w) {
+					t.Errorf("%s: member %d: %d bytes, %v; ReadFile: %d bytes, %v", path, i, len(b), err, len(w), werr)
+				}
+			})
+			if len(got) != a.Len() {
+				t.Errorf("%s: %d of %d members answered", path, len(got), a.Len())
+			}
+			if c.gap == 1<<30 && c.span == 1<<30 && r.reads.Load() > 1 {
+				t.Errorf("%s: ReadFiles of every member made %d reads, want 1", path, r.reads.Load())
+			}
+		}
+	}
+	// A refused member and one past max are answered with their errors.
+	b := build(t, []zm{{name: "a", data: []byte("abc")}, {name: "e", data: []byte("x"), flags: 1}, {name: "big", data: make([]byte, 100)}}, nil)
+	a, _ := Open(bytes.NewReader(b), int64(len(b)), "x.zip")
+	errs := map[int]error{}
+	a.ReadFiles([]int{0, 1, 2}, 10, 0, 1<<20, func(i int, b []byte, err error) { errs[i] = err })
+	if errs[0] != nil || !errors.Is(errs[1], ErrUnsupported) || !errors.Is(errs[2], ErrTooLarge) {
+		t.Errorf("errors %v", errs)
+	}
+}
+
+// TestDataOffsetOnce: a stored member's data starts where DataOffset says,
+// found with one small read, once.
+func TestDataOffsetOnce(t *testing.T) {
+	b := build(t, []zm{{name: "a", data: []byte("abc")}, {name: "bb", data: []byte("defg"), localExtra: make([]byte, 40)}}, nil)
+	r := &counting{b: b}
+	a, _ := Open(r, int64(len(b)), "x.zip")
+	r.reads.Store(0)
+	for i, want := range []string{"abc", "defg"} {
+		m, err := a.Open(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			off, err := m.DataOffset()
+			if err != nil || string(b[off:off+int64(len(want))]) != want {
+				t.Errorf("member %d: data at %d (%v)", i, off, err)
+			}
+		}
+	}
+	if n := r.reads.Load(); n != 2 {
+		t.Errorf("%d reads, want 2 (a local header each)", n)
+	}
+}
