@@ -295,19 +295,26 @@ func TestCompressAllocs(t *testing.T) {
 		p := DefaultParams(8)
 		p.Codec = codec
 		Compress(dst[:0], src, p) // pools and encoders are made once
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
+		// A garbage collection may empty the pools: a compressor made
+		// again is allowed for once per measure, and the best of three
+		// measures counts (two collections in one measure emptied them
+		// twice on a loaded machine). Per round a stream's worth is never
+		// allowed.
 		const rounds = 4
-		for range rounds {
-			if _, err := Compress(dst[:0], src, p); err != nil {
-				t.Fatal(err)
+		best := uint64(math.MaxUint64)
+		for range 3 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for range rounds {
+				if _, err := Compress(dst[:0], src, p); err != nil {
+					t.Fatal(err)
+				}
 			}
+			runtime.ReadMemStats(&after)
+			best = min(best, (after.TotalAlloc-before.TotalAlloc)/rounds)
 		}
-		runtime.ReadMemStats(&after)
-		// A garbage collection may empty the pools once: a compressor
-		// made again is allowed for, per round a stream's worth is not.
-		if per := (after.TotalAlloc - before.TotalAlloc) / rounds; per > 256<<10 {
-			t.Errorf("%s: %d KiB allocated per 4 MiB chunk", CodecName(codec), per>>10)
+		if best > 256<<10 {
+			t.Errorf("%s: %d KiB allocated per 4 MiB chunk", CodecName(codec), best>>10)
 		}
 		got, err := Compress(nil, src, p)
 		if err != nil {

@@ -23,9 +23,9 @@ func FuzzOpen(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Add(build(f, []zm{{name: "a", data: []byte("abc")}, {name: "a", data: []byte("d")}, {name: "../x", data: []byte("e")}}, nil))
-	f.Add(build(f, []zm{{name: "x", data: deflate(f, make([]byte, 1<<20)), method: Deflate, plain: []byte("tiny")}}, nil))
-	f.Add(build(f, []zm{{name: "x", data: []byte("xx")}, {name: "y", data: []byte("y"), hdrOf: 1}}, nil))
+	f.Add(build(f, []zm{{Name: "a", Data: []byte("abc")}, {Name: "a", Data: []byte("d")}, {Name: "../x", Data: []byte("e")}}, nil))
+	f.Add(build(f, []zm{{Name: "x", Data: deflate(f, make([]byte, 1<<20)), Method: Deflate, Plain: []byte("tiny")}}, nil))
+	f.Add(build(f, []zm{{Name: "x", Data: []byte("xx")}, {Name: "y", Data: []byte("y"), HeaderOf: 1}}, nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		mem := testkit.StartAlloc()
 		defer mem.Check(t, len(data), 0)

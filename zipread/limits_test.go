@@ -13,7 +13,7 @@ import (
 func TestUnder(t *testing.T) {
 	var ms []zm
 	for _, n := range []string{"b/2", "a/1", "a/0", "a0", "ab/x", "a/c/d", "z"} {
-		ms = append(ms, zm{name: n, data: []byte(n)})
+		ms = append(ms, zm{Name: n, Data: []byte(n)})
 	}
 	b := build(t, ms, nil)
 	a, err := Open(bytes.NewReader(b), int64(len(b)), "t.zip")
@@ -51,7 +51,7 @@ func TestNoArchive(t *testing.T) {
 		}
 	}
 	off := uint32(1 << 30)
-	b := build(t, []zm{{name: "a", data: []byte("a")}}, &zedit{cdOffset: &off})
+	b := build(t, []zm{{Name: "a", Data: []byte("a")}}, &ze{DirOffset: off})
 	if _, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip"); errors.Is(err, ErrNoArchive) || !errors.Is(err, ErrFormat) {
 		t.Errorf("a directory past the end: %v, want ErrFormat without ErrNoArchive", err)
 	}
@@ -63,8 +63,8 @@ func TestNoArchive(t *testing.T) {
 func TestInflateClaim(t *testing.T) {
 	zeros := make([]byte, 8<<20)
 	b := build(t, []zm{
-		{name: "liar", data: []byte{3, 0}, method: Deflate, plain: []byte{}, usize: 64 << 20},
-		{name: "zeros", data: deflate(t, zeros), method: Deflate, plain: zeros},
+		{Name: "liar", Data: []byte{3, 0}, Method: Deflate, Plain: []byte{}, USize: 64 << 20},
+		{Name: "zeros", Data: deflate(t, zeros), Method: Deflate, Plain: zeros},
 	}, nil)
 	a, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip")
 	if err != nil {
@@ -90,9 +90,9 @@ func TestInflateClaim(t *testing.T) {
 // shared with another).
 func TestListUnclean(t *testing.T) {
 	b := build(t, []zm{
-		{name: "../x", data: []byte("a")}, {name: "../x", data: []byte("b")},
-		{name: "a/../../y", data: []byte("c")}, {name: "z", data: []byte("d"), hdrOf: 3},
-		{name: "ok", data: []byte("e")},
+		{Name: "../x", Data: []byte("a")}, {Name: "../x", Data: []byte("b")},
+		{Name: "a/../../y", Data: []byte("c")}, {Name: "z", Data: []byte("d"), HeaderOf: 3},
+		{Name: "ok", Data: []byte("e")},
 	}, nil)
 	a, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip")
 	if err != nil {
@@ -148,7 +148,7 @@ func TestReadFiles(t *testing.T) {
 		}
 	}
 	// A refused member and one past max are answered with their errors.
-	b := build(t, []zm{{name: "a", data: []byte("abc")}, {name: "e", data: []byte("x"), flags: 1}, {name: "big", data: make([]byte, 100)}}, nil)
+	b := build(t, []zm{{Name: "a", Data: []byte("abc")}, {Name: "e", Data: []byte("x"), Flags: 1}, {Name: "big", Data: make([]byte, 100)}}, nil)
 	a, _ := Open(bytes.NewReader(b), int64(len(b)), "x.zip")
 	errs := map[int]error{}
 	a.ReadFiles([]int{0, 1, 2}, 10, 0, 1<<20, func(i int, b []byte, err error) { errs[i] = err })
@@ -160,7 +160,7 @@ func TestReadFiles(t *testing.T) {
 // TestDataOffsetOnce: a stored member's data starts where DataOffset says,
 // found with one small read, once.
 func TestDataOffsetOnce(t *testing.T) {
-	b := build(t, []zm{{name: "a", data: []byte("abc")}, {name: "bb", data: []byte("defg"), localExtra: make([]byte, 40)}}, nil)
+	b := build(t, []zm{{Name: "a", Data: []byte("abc")}, {Name: "bb", Data: []byte("defg"), LocalExtra: make([]byte, 40)}}, nil)
 	r := &counting{b: b}
 	a, _ := Open(r, int64(len(b)), "x.zip")
 	r.reads.Store(0)

@@ -3,10 +3,8 @@ package zipread
 import (
 	"archive/zip"
 	"bytes"
-	"compress/flate"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // counting is an io.ReaderAt that counts its reads, as an object store
@@ -150,8 +150,8 @@ func TestFirstReads(t *testing.T) {
 		{"big last byte", big, storedZip(t, big), int64(len(big)) - 1, 1, 2, 1},
 		// Bytes between the data and the next record (nothing in the
 		// directory says so): the data is where the local header says.
-		{"gap end", big, build(t, []zm{{name: "a/c/0/0", data: big, gap: []byte("garbage!")}, {name: "z", data: []byte("z")}}, nil), int64(len(big)) - 4096, 4096, 2, 1},
-		{"gap last member", big, build(t, []zm{{name: "z", data: []byte("z")}, {name: "a/c/0/0", data: big, gap: []byte("garbage!")}}, nil), int64(len(big)) - 100, 100, 2, 1},
+		{"gap end", big, build(t, []zm{{Name: "a/c/0/0", Data: big, Gap: []byte("garbage!")}, {Name: "z", Data: []byte("z")}}, nil), int64(len(big)) - 4096, 4096, 2, 1},
+		{"gap last member", big, build(t, []zm{{Name: "z", Data: []byte("z")}, {Name: "a/c/0/0", Data: big, Gap: []byte("garbage!")}}, nil), int64(len(big)) - 100, 100, 2, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &counting{b: tc.file}
@@ -188,7 +188,7 @@ func TestFirstReads(t *testing.T) {
 // storedZip writes data as the stored member "a/c/0/0" between two
 // others, with Python's layout: no data descriptor.
 func storedZip(t testing.TB, data []byte) []byte {
-	return build(t, []zm{{name: "zarr.json", data: []byte("{}")}, {name: "a/c/0/0", data: data}, {name: "z", data: []byte("tail")}}, nil)
+	return build(t, []zm{{Name: "zarr.json", Data: []byte("{}")}, {Name: "a/c/0/0", Data: data}, {Name: "z", Data: []byte("tail")}}, nil)
 }
 
 func payload(n, seed int) []byte {
@@ -200,126 +200,24 @@ func payload(n, seed int) []byte {
 }
 
 // zm is one member of an archive the tests build by hand, with every
-// field open to a lie.
-type zm struct {
-	name         string
-	data         []byte // what the member's data bytes are
-	method       uint16
-	flags        uint16
-	usize        int64 // 0: len of the plain data
-	crc          *uint32
-	localExtra   []byte
-	centralExtra []byte
-	hdrOf        int    // ≥ 1: the central entry points at member hdrOf-1's local header
-	localName    string // the local header's name, when it differs
-	plain        []byte // the plain bytes (for usize and crc) when data is compressed
-	gap          []byte // bytes after the data, before the next record
-}
+// field open to a lie; ze edits its end record.
+type (
+	zm = testkit.ZipMember
+	ze = testkit.ZipEnd
+)
 
-// edits of the end records
-type zedit struct {
-	cdOffset *uint32
-	count    *uint16
-}
+// build writes an archive of the members (testkit.BuildZip).
+func build(t testing.TB, ms []zm, end *ze) []byte { return testkit.BuildZip(ms, end) }
 
-func build(t testing.TB, ms []zm, ed *zedit) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	offs := make([]int64, len(ms))
-	le := binary.LittleEndian
-	for i, m := range ms {
-		offs[i] = int64(out.Len())
-		plain := m.plain
-		if plain == nil {
-			plain = m.data
-		}
-		name := m.name
-		if m.localName != "" {
-			name = m.localName
-		}
-		h := make([]byte, localLen)
-		le.PutUint32(h, sigLocal)
-		le.PutUint16(h[4:], 20)
-		le.PutUint16(h[6:], m.flags)
-		le.PutUint16(h[8:], m.method)
-		le.PutUint32(h[14:], crc32.ChecksumIEEE(plain))
-		le.PutUint32(h[18:], uint32(len(m.data)))
-		le.PutUint32(h[22:], uint32(len(plain)))
-		le.PutUint16(h[26:], uint16(len(name)))
-		le.PutUint16(h[28:], uint16(len(m.localExtra)))
-		out.Write(h)
-		out.WriteString(name)
-		out.Write(m.localExtra)
-		out.Write(m.data)
-		out.Write(m.gap)
-	}
-	cd := out.Len()
-	for i, m := range ms {
-		plain := m.plain
-		if plain == nil {
-			plain = m.data
-		}
-		usize := int64(len(plain))
-		if m.usize != 0 {
-			usize = m.usize
-		}
-		crc := crc32.ChecksumIEEE(plain)
-		if m.crc != nil {
-			crc = *m.crc
-		}
-		off := offs[i]
-		if m.hdrOf > 0 {
-			off = offs[m.hdrOf-1]
-		}
-		h := make([]byte, centralLen)
-		le.PutUint32(h, sigCentral)
-		le.PutUint16(h[4:], 20)
-		le.PutUint16(h[6:], 20)
-		le.PutUint16(h[8:], m.flags)
-		le.PutUint16(h[10:], m.method)
-		le.PutUint32(h[16:], crc)
-		le.PutUint32(h[20:], uint32(len(m.data)))
-		le.PutUint32(h[24:], uint32(usize))
-		le.PutUint16(h[28:], uint16(len(m.name)))
-		le.PutUint16(h[30:], uint16(len(m.centralExtra)))
-		le.PutUint32(h[42:], uint32(off))
-		out.Write(h)
-		out.WriteString(m.name)
-		out.Write(m.centralExtra)
-	}
-	e := make([]byte, endLen)
-	le.PutUint32(e, sigEnd)
-	le.PutUint16(e[8:], uint16(len(ms)))
-	le.PutUint16(e[10:], uint16(len(ms)))
-	le.PutUint32(e[12:], uint32(out.Len()-cd))
-	le.PutUint32(e[16:], uint32(cd))
-	if ed != nil && ed.cdOffset != nil {
-		le.PutUint32(e[16:], *ed.cdOffset)
-	}
-	if ed != nil && ed.count != nil {
-		le.PutUint16(e[8:], *ed.count)
-		le.PutUint16(e[10:], *ed.count)
-	}
-	out.Write(e)
-	return out.Bytes()
-}
-
-func deflate(t testing.TB, b []byte) []byte {
-	var buf bytes.Buffer
-	w, _ := flate.NewWriter(&buf, 9)
-	w.Write(b)
-	w.Close()
-	return buf.Bytes()
-}
+func deflate(t testing.TB, b []byte) []byte { return testkit.Deflate(b) }
 
 func u32(v uint32) *uint32 { return &v }
-func u16(v uint16) *uint16 { return &v }
 
 // TestHostile feeds the directory and the members lies: each refused
 // member gives a clear error naming the archive and the member, and the
 // others still read.
 func TestHostile(t *testing.T) {
-	good := zm{name: "good", data: []byte("good bytes")}
+	good := zm{Name: "good", Data: []byte("good bytes")}
 	zeros := make([]byte, 64<<20)
 	bomb := deflate(t, zeros)
 	longExtra := make([]byte, 1000) // a local extra field far longer than the central one
@@ -328,28 +226,28 @@ func TestHostile(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		ms      []zm
-		ed      *zedit
+		ed      *ze
 		open    error // Open fails
 		member  string
 		readErr error // reading member fails
 		want    []byte
 	}{
-		{name: "encrypted", ms: []zm{good, {name: "x", data: []byte("secret"), flags: 1}}, member: "x", readErr: ErrUnsupported},
-		{name: "method bzip2", ms: []zm{good, {name: "x", data: []byte("BZh9"), method: 12}}, member: "x", readErr: ErrUnsupported},
-		{name: "dotdot", ms: []zm{good, {name: "a/../../etc/passwd", data: []byte("x")}}, member: "a/../../etc/passwd", readErr: ErrUnsafe},
-		{name: "absolute", ms: []zm{good, {name: "/etc/passwd", data: []byte("x")}}, member: "/etc/passwd", readErr: ErrUnsafe},
-		{name: "backslash", ms: []zm{good, {name: `a\..\b`, data: []byte("x")}}, member: `a\..\b`, readErr: ErrUnsafe},
-		{name: "duplicate", ms: []zm{good, {name: "x", data: []byte("one")}, {name: "x", data: []byte("two")}}, member: "x", readErr: ErrUnsafe},
-		{name: "overlap", ms: []zm{good, {name: "x", data: bytes.Repeat([]byte("x"), 100)}, {name: "y", data: []byte("y"), hdrOf: 2}}, member: "x", readErr: ErrUnsafe},
-		{name: "overlap other", ms: []zm{good, {name: "x", data: bytes.Repeat([]byte("x"), 100)}, {name: "y", data: []byte("y"), hdrOf: 2}}, member: "y", readErr: ErrUnsafe},
-		{name: "stored sizes differ", ms: []zm{good, {name: "x", data: []byte("abc"), usize: 1 << 30}}, member: "x", readErr: ErrUnsafe},
-		{name: "deflate bomb", ms: []zm{good, {name: "x", data: bomb, method: Deflate, plain: []byte("tiny")}}, member: "x", readErr: ErrFormat},
-		{name: "deflate past the limit", ms: []zm{good, {name: "x", data: bomb, method: Deflate, plain: zeros}}, member: "x", readErr: ErrTooLarge},
-		{name: "crc", ms: []zm{good, {name: "x", data: []byte("abc"), crc: u32(1)}}, member: "x", readErr: ErrFormat},
-		{name: "local name differs", ms: []zm{good, {name: "x", data: []byte("abc"), localName: "y"}}, member: "x", readErr: ErrFormat},
-		{name: "local extra longer", ms: []zm{good, {name: "x", data: []byte("abc"), localExtra: longExtra}}, member: "x", want: []byte("abc")},
-		{name: "directory past the end", ms: []zm{good}, ed: &zedit{cdOffset: u32(1 << 30)}, open: ErrFormat},
-		{name: "count past the directory", ms: []zm{good}, ed: &zedit{count: u16(60000)}, open: ErrFormat},
+		{name: "encrypted", ms: []zm{good, {Name: "x", Data: []byte("secret"), Flags: 1}}, member: "x", readErr: ErrUnsupported},
+		{name: "method bzip2", ms: []zm{good, {Name: "x", Data: []byte("BZh9"), Method: 12}}, member: "x", readErr: ErrUnsupported},
+		{name: "dotdot", ms: []zm{good, {Name: "a/../../etc/passwd", Data: []byte("x")}}, member: "a/../../etc/passwd", readErr: ErrUnsafe},
+		{name: "absolute", ms: []zm{good, {Name: "/etc/passwd", Data: []byte("x")}}, member: "/etc/passwd", readErr: ErrUnsafe},
+		{name: "backslash", ms: []zm{good, {Name: `a\..\b`, Data: []byte("x")}}, member: `a\..\b`, readErr: ErrUnsafe},
+		{name: "duplicate", ms: []zm{good, {Name: "x", Data: []byte("one")}, {Name: "x", Data: []byte("two")}}, member: "x", readErr: ErrUnsafe},
+		{name: "overlap", ms: []zm{good, {Name: "x", Data: bytes.Repeat([]byte("x"), 100)}, {Name: "y", Data: []byte("y"), HeaderOf: 2}}, member: "x", readErr: ErrUnsafe},
+		{name: "overlap other", ms: []zm{good, {Name: "x", Data: bytes.Repeat([]byte("x"), 100)}, {Name: "y", Data: []byte("y"), HeaderOf: 2}}, member: "y", readErr: ErrUnsafe},
+		{name: "stored sizes differ", ms: []zm{good, {Name: "x", Data: []byte("abc"), USize: 1 << 30}}, member: "x", readErr: ErrUnsafe},
+		{name: "deflate bomb", ms: []zm{good, {Name: "x", Data: bomb, Method: Deflate, Plain: []byte("tiny")}}, member: "x", readErr: ErrFormat},
+		{name: "deflate past the limit", ms: []zm{good, {Name: "x", Data: bomb, Method: Deflate, Plain: zeros}}, member: "x", readErr: ErrTooLarge},
+		{name: "crc", ms: []zm{good, {Name: "x", Data: []byte("abc"), CRC: u32(1)}}, member: "x", readErr: ErrFormat},
+		{name: "local name differs", ms: []zm{good, {Name: "x", Data: []byte("abc"), LocalName: "y"}}, member: "x", readErr: ErrFormat},
+		{name: "local extra longer", ms: []zm{good, {Name: "x", Data: []byte("abc"), LocalExtra: longExtra}}, member: "x", want: []byte("abc")},
+		{name: "directory past the end", ms: []zm{good}, ed: &ze{DirOffset: 1 << 30}, open: ErrFormat},
+		{name: "count past the directory", ms: []zm{good}, ed: &ze{Count: 60000}, open: ErrFormat},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := build(t, tc.ms, tc.ed)
@@ -435,8 +333,8 @@ func TestTruncated(t *testing.T) {
 
 func TestList(t *testing.T) {
 	b := build(t, []zm{
-		{name: "zarr.json"}, {name: "a/zarr.json"}, {name: "a/c/0/0"}, {name: "a/c/0/1"},
-		{name: "a.b/x"}, {name: "a0"}, {name: "b/deep/x"}, {name: "dir/"}, {name: "../evil"},
+		{Name: "zarr.json"}, {Name: "a/zarr.json"}, {Name: "a/c/0/0"}, {Name: "a/c/0/1"},
+		{Name: "a.b/x"}, {Name: "a0"}, {Name: "b/deep/x"}, {Name: "dir/"}, {Name: "../evil"},
 	}, nil)
 	a, err := Open(bytes.NewReader(b), int64(len(b)), "l")
 	if err != nil {
@@ -500,7 +398,7 @@ func TestDataOffset(t *testing.T) {
 func TestDataOffsetGuess(t *testing.T) {
 	data := payload(1<<20, 3)
 	for _, gap := range [][]byte{nil, []byte("gap")} {
-		b := build(t, []zm{{name: "a", data: []byte("x")}, {name: "s", data: data, gap: gap}, {name: "z", data: []byte("z")}}, nil)
+		b := build(t, []zm{{Name: "a", Data: []byte("x")}, {Name: "s", Data: data, Gap: gap}, {Name: "z", Data: []byte("z")}}, nil)
 		c := &counting{b: b}
 		a, err := Open(c, int64(len(b)), "g")
 		if err != nil {
@@ -513,7 +411,7 @@ func TestDataOffsetGuess(t *testing.T) {
 			t.Fatalf("gap %q: guess %d known %v ok %v", gap, d, known, ok)
 		}
 		if got := bytes.Equal(b[d:d+int64(len(data))], data); got != (gap == nil) {
-			t.Fatalf("gap %q: the guess finds the data: %v", gap, got)
+			t.Fatalf("gap %q: the guess finds the Data: %v", gap, got)
 		}
 		if err := r.ConfirmDataOffset(d + 1000); !errors.Is(err, ErrFormat) {
 			t.Errorf("a confirmed offset past the member's place: %v", err)
@@ -532,7 +430,7 @@ func TestDataOffsetGuess(t *testing.T) {
 			}
 		}
 	}
-	b := build(t, []zm{{name: "s", data: data, flags: flagDataDesc, gap: make([]byte, 16)}}, nil) // room for the descriptor
+	b := build(t, []zm{{Name: "s", Data: data, Flags: flagDataDesc, Gap: make([]byte, 16)}}, nil) // room for the descriptor
 	a, err := Open(bytes.NewReader(b), int64(len(b)), "dd")
 	if err != nil {
 		t.Fatal(err)

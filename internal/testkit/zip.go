@@ -27,6 +27,12 @@ type ZipMember struct {
 	// Gap is bytes after the member's data, before the next record
 	// (nothing in the directory tells of them).
 	Gap []byte
+	// CRC, when not nil, is the CRC-32 the headers claim.
+	CRC *uint32
+	// CentralExtra is the central directory entry's extra field.
+	CentralExtra []byte
+	// LocalName, when not "", is the name the local header gives.
+	LocalName string
 }
 
 // ZipEnd edits the end record of an archive BuildZip writes.
@@ -34,6 +40,8 @@ type ZipEnd struct {
 	// DirOffset, when not 0, is the central directory offset the end
 	// record claims.
 	DirOffset uint32
+	// Count, when not 0, is the number of members it claims.
+	Count uint16
 }
 
 // BuildZip writes a ZIP archive of the members, in order, byte by byte
@@ -52,11 +60,19 @@ func BuildZip(ms []ZipMember, end *ZipEnd) []byte {
 		if m.USize != 0 {
 			usize = uint32(m.USize)
 		}
-		return crc32.ChecksumIEEE(plain), usize
+		crc = crc32.ChecksumIEEE(plain)
+		if m.CRC != nil {
+			crc = *m.CRC
+		}
+		return crc, usize
 	}
 	for i, m := range ms {
 		offs[i] = uint32(out.Len())
 		crc, usize := sizes(m)
+		name := m.Name
+		if m.LocalName != "" {
+			name = m.LocalName
+		}
 		h := make([]byte, 30)
 		le.PutUint32(h, 0x04034b50)
 		le.PutUint16(h[4:], 20)
@@ -65,10 +81,10 @@ func BuildZip(ms []ZipMember, end *ZipEnd) []byte {
 		le.PutUint32(h[14:], crc)
 		le.PutUint32(h[18:], uint32(len(m.Data)))
 		le.PutUint32(h[22:], usize)
-		le.PutUint16(h[26:], uint16(len(m.Name)))
+		le.PutUint16(h[26:], uint16(len(name)))
 		le.PutUint16(h[28:], uint16(len(m.LocalExtra)))
 		out.Write(h)
-		out.WriteString(m.Name)
+		out.WriteString(name)
 		out.Write(m.LocalExtra)
 		out.Write(m.Data)
 		out.Write(m.Gap)
@@ -90,9 +106,11 @@ func BuildZip(ms []ZipMember, end *ZipEnd) []byte {
 		le.PutUint32(h[20:], uint32(len(m.Data)))
 		le.PutUint32(h[24:], usize)
 		le.PutUint16(h[28:], uint16(len(m.Name)))
+		le.PutUint16(h[30:], uint16(len(m.CentralExtra)))
 		le.PutUint32(h[42:], off)
 		out.Write(h)
 		out.WriteString(m.Name)
+		out.Write(m.CentralExtra)
 	}
 	e := make([]byte, 22)
 	le.PutUint32(e, 0x06054b50)
@@ -102,6 +120,10 @@ func BuildZip(ms []ZipMember, end *ZipEnd) []byte {
 	le.PutUint32(e[16:], uint32(cd))
 	if end != nil && end.DirOffset != 0 {
 		le.PutUint32(e[16:], end.DirOffset)
+	}
+	if end != nil && end.Count != 0 {
+		le.PutUint16(e[8:], end.Count)
+		le.PutUint16(e[10:], end.Count)
 	}
 	out.Write(e)
 	return out.Bytes()
