@@ -72,3 +72,17 @@ func UnshufflePlanes(dst, planes []byte, ts, from int) {
 	}
 	shuffle.UnshufflePlanes(dst[ea*ts-a:eb*ts-a], planes, ts, n, ea, eb-ea)
 }
+
+// UnshufflePlanesRows is UnshufflePlanes for rows rows of n bytes: row r
+// takes bytes [from+r*skip, from+r*skip+n) of the block, as its byte
+// planes, to dst[r*stride:r*stride+n]. Rows of whole items go through
+// one call of the rows kernel (shuffle.UnshufflePlanesRows).
+func UnshufflePlanesRows(dst []byte, stride int, planes []byte, ts, from, n, rows, skip int) {
+	if rows > 1 && from%ts == 0 && n%ts == 0 && skip%ts == 0 && len(planes)%ts == 0 {
+		shuffle.UnshufflePlanesRows(dst, stride, planes, ts, len(planes)/ts, from/ts, n/ts, rows, skip/ts)
+		return
+	}
+	for r := range rows {
+		UnshufflePlanes(dst[r*stride:r*stride+n], planes, ts, from+r*skip)
+	}
+}

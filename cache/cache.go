@@ -6,9 +6,11 @@
 //
 // Values are handed out pinned, as a *Ref that the caller releases. The
 // memory of a value that is evicted or removed and no longer pinned is
-// kept on a small free list and handed out again by Alloc, so that a
-// stream of loads reuses a few warm buffers instead of faulting in fresh
-// pages for every block.
+// kept on a small free list and handed out again by Alloc (for a value
+// of its size or up to an eighth smaller: a chunk's shorter last block),
+// so that a stream of loads reuses a few warm buffers instead of faulting
+// in fresh pages for every block. A value's memory counts against the
+// cache's budget by its capacity.
 package cache
 
 import (
@@ -61,7 +63,7 @@ type Cache[K comparable] struct {
 	lru       *simplelru.LRU[K, *Ref]
 	bytes     int64
 	inflight  map[K]*call
-	free      map[int][][]byte // released buffers by length (= capacity)
+	free      map[int][][]byte // released buffers by capacity
 	freeBytes int64
 	removing  bool  // Remove or Purge is evicting: not an eviction
 	warming   bool  // a warm goroutine runs
@@ -111,13 +113,36 @@ func (c *Cache[K]) dropLocked(r *Ref) {
 
 // recycleLocked puts r's bytes on the free list, if there is room.
 func (c *Cache[K]) recycleLocked(r *Ref) {
-	b := r.val
+	b := r.val[:cap(r.val)]
 	r.val = nil
-	if len(b) == 0 || len(b) != cap(b) || c.freeBytes+int64(cap(b)) > c.freeMax {
+	if len(b) == 0 || c.freeBytes+int64(len(b)) > c.freeMax {
 		return
 	}
 	c.free[len(b)] = append(c.free[len(b)], b)
-	c.freeBytes += int64(cap(b))
+	c.freeBytes += int64(len(b))
+}
+
+// takeLocked returns a free buffer for n bytes, sliced to n, or nil: one
+// of capacity n, else the smallest of up to an eighth more.
+func (c *Cache[K]) takeLocked(n int) []byte {
+	k := n
+	if len(c.free[n]) == 0 {
+		k = 0
+		for m, l := range c.free {
+			if len(l) > 0 && m > n && m <= n+n/8 && (k == 0 || m < k) {
+				k = m
+			}
+		}
+		if k == 0 {
+			return nil
+		}
+	}
+	l := c.free[k]
+	b := l[len(l)-1]
+	l[len(l)-1] = nil
+	c.free[k] = l[:len(l)-1]
+	c.freeBytes -= int64(k)
+	return b[:n]
 }
 
 func (c *Cache[K]) release(r *Ref) {
@@ -129,15 +154,12 @@ func (c *Cache[K]) release(r *Ref) {
 }
 
 // Alloc returns a buffer of n bytes for a loader to fill: a released
-// value's memory when one of that length is free, else a new slice. Its
-// content is undefined.
+// value's memory when one of that size, or up to an eighth larger, is
+// free (its capacity then exceeds n), else a new slice. Its content is
+// undefined.
 func (c *Cache[K]) Alloc(n int) []byte {
 	c.mu.Lock()
-	if l := c.free[n]; len(l) > 0 {
-		b := l[len(l)-1]
-		l[len(l)-1] = nil
-		c.free[n] = l[:len(l)-1]
-		c.freeBytes -= int64(n)
+	if b := c.takeLocked(n); b != nil {
 		c.mu.Unlock()
 		c.reused.Add(1)
 		return b

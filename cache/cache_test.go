@@ -153,6 +153,46 @@ func TestPinnedMemoryIsNotReused(t *testing.T) {
 	}
 }
 
+// TestAllocReusesLarger checks that Alloc hands out a released buffer up
+// to an eighth larger than asked for, the smallest that fits, and that
+// the cache charges a value by its capacity and recycles it whole.
+func TestAllocReusesLarger(t *testing.T) {
+	c := New[int](1 << 20)
+	for _, n := range []int{1000, 1100, 1200} {
+		r, err := c.Acquire(n, func() ([]byte, error) { return c.Alloc(n), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Release()
+		c.Remove(n)
+	}
+	if s := c.Stats(); s.FreeBytes != 3300 {
+		t.Fatalf("free bytes %d, want 3300", s.FreeBytes)
+	}
+	b := c.Alloc(980) // 1000 and 1100 fit; 1000 is the smaller
+	if len(b) != 980 || cap(b) != 1000 {
+		t.Fatalf("Alloc(980): %d/%d bytes, want 980/1000", len(b), cap(b))
+	}
+	if b := c.Alloc(900); b == nil || cap(b) != 900 { // 1100 and 1200 are more than an eighth larger
+		t.Fatalf("Alloc(900) reused a buffer of %d", cap(b))
+	}
+	r, err := c.Acquire(1, func() ([]byte, error) { return b, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.Bytes != 1000 || s.FreeBytes != 2300 {
+		t.Fatalf("a value of 980/1000 bytes: charged %d, free %d; want 1000, 2300", s.Bytes, s.FreeBytes)
+	}
+	r.Release()
+	c.Remove(1)
+	if s := c.Stats(); s.Bytes != 0 || s.FreeBytes != 3300 {
+		t.Fatalf("after removal: charged %d, free %d; want 0, 3300", s.Bytes, s.FreeBytes)
+	}
+	if b := c.Alloc(1000); len(b) != 1000 || cap(b) != 1000 {
+		t.Fatalf("the recycled buffer came back as %d/%d bytes", len(b), cap(b))
+	}
+}
+
 // TestFreeListBound checks that released memory kept for reuse stays
 // within its bound.
 func TestFreeListBound(t *testing.T) {

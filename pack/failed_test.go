@@ -101,6 +101,9 @@ func TestFailedBlockRemembered(t *testing.T) {
 			func() error {
 				return r.ReadRuns(buf, []Run{{At: blockAt, To: 0, N: 100}, {At: blockAt + 1000, To: 100, N: 100}}, true)
 			},
+			func() error {
+				return r.ReadRuns(buf, []Run{{At: blockAt, To: 0, N: 720, Rows: 90, AtStride: 720, ToStride: 2880}}, true)
+			},
 			func() error { return r.Prefetch(blockAt, 256<<10, nil) },
 		}
 		for round := range 3 {

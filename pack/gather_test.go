@@ -16,9 +16,9 @@ import (
 
 // TestReadRuns gathers random runs (rows of an N-D array's chunks, a
 // few bytes to a few blocks long, in chunk order, in the reverse order
-// and shuffled) and checks each byte against the plain data, with and
-// without a cache, for a random and a sequential reader, two gathers at
-// a time.
+// and shuffled, one run per row or several rows to a run) and checks
+// each byte against the plain data, with and without a cache, for a
+// random and a sequential reader, two gathers at a time.
 func TestReadRuns(t *testing.T) {
 	plain := testPlain(3<<20 + 12345)
 	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 4, Blocksize: 64 << 10}
@@ -48,9 +48,12 @@ func TestReadRuns(t *testing.T) {
 							return
 						}
 						for _, run := range runs {
-							if !bytes.Equal(buf[run.To:run.To+run.N], plain[run.At:run.At+run.N]) {
-								errs[g] = fmt.Errorf("run %+v (once %v): wrong bytes", run, once)
-								return
+							for k := range max(run.Rows, 1) {
+								at, to := run.At+k*run.AtStride, run.To+k*run.ToStride
+								if !bytes.Equal(buf[to:to+run.N], plain[at:at+run.N]) {
+									errs[g] = fmt.Errorf("run %+v, row %d (once %v): wrong bytes", run, k, once)
+									return
+								}
 							}
 						}
 					})
@@ -64,20 +67,69 @@ func TestReadRuns(t *testing.T) {
 	}
 }
 
+// TestReadRunsRefuses checks that runs outside the plain bytes or the
+// buffer, and runs of rows that overlap, are errors, not panics.
+func TestReadRunsRefuses(t *testing.T) {
+	plain := testPlain(1 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 4, Blocksize: 64 << 10}
+	p.Filters[5] = blosc.FilterShuffle
+	r := NewChunkReader("mem", newMemSource(t, plain, 256<<10, p), nil)
+	buf := make([]byte, 64<<10)
+	for _, run := range []Run{
+		{At: -1, N: 10},
+		{At: 1<<20 - 5, N: 10},
+		{At: 0, To: 64<<10 - 5, N: 10},
+		{At: 0, N: 100, Rows: 3, AtStride: 50, ToStride: 100},              // rows overlap in the plain bytes
+		{At: 0, N: 100, Rows: 3, AtStride: 100, ToStride: 99},              // and in the buffer
+		{At: 1<<20 - 1000, N: 100, Rows: 20, AtStride: 100, ToStride: 100}, // past the plain bytes
+		{At: 0, N: 100, Rows: 700, AtStride: 100, ToStride: 100},           // past the buffer
+		{At: 0, N: 100, Rows: 1 << 62, AtStride: 1 << 40, ToStride: 100},
+	} {
+		if err := r.ReadRuns(buf, []Run{run}, false); err == nil {
+			t.Errorf("run %+v: no error", run)
+		}
+	}
+	if err := r.ReadRuns(buf, []Run{{At: 1000, N: 100, Rows: 600, AtStride: 1000, ToStride: 100}}, false); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 600 {
+		if !bytes.Equal(buf[k*100:k*100+100], plain[1000+k*1000:1100+k*1000]) {
+			t.Fatalf("row %d: wrong bytes", k)
+		}
+	}
+}
+
 // randomRuns returns runs over size plain bytes into a buffer of the
 // returned length: rows of stride bytes at a random start, cut into
 // pieces, ordered by offset (order 0), by offset downwards (1) or
-// shuffled (2).
+// shuffled (2); a third of the time as runs of several rows each, at a
+// fixed stride in the buffer too (an N-D view's rows of a chunk).
 func randomRuns(rng *rand.Rand, size int64, order int) ([]Run, int64) {
 	n := 1 + rng.IntN(300)
 	scale := []int64{64, 4 << 10, 100 << 10}[rng.IntN(3)] // many rows to a block, or few
 	row := 1 + rng.Int64N(scale)
 	stride := row + rng.Int64N(2*scale)
+	if rng.IntN(4) == 0 {
+		stride = row // rows that follow on, as a chunk's whole rows
+	}
 	at := rng.Int64N(size)
 	var runs []Run
 	to := int64(0)
+	if rng.IntN(3) == 0 {
+		tstride := row + rng.Int64N(3*row)
+		for at < size && len(runs) < n {
+			m := 1 + rng.Int64N(64)
+			m = min(m, (size-row-at)/stride+1)
+			if m < 1 || at > size-row {
+				break
+			}
+			runs = append(runs, Run{At: at, To: to, N: row, Rows: m, AtStride: stride, ToStride: tstride})
+			to += (m-1)*tstride + row + rng.Int64N(3)
+			at += m * stride
+		}
+	}
 	for range n {
-		if at >= size {
+		if at >= size || len(runs) >= n {
 			break
 		}
 		k := min(row, size-at)

@@ -589,8 +589,10 @@ type piece struct {
 	from, n      int    // the byte range [from, from+n) of the block (n: of all wins)
 	dst          []byte // where it goes; nil for readWarm and a gather
 	// wins, when not nil, are the block's pieces of a gather (ReadRuns),
-	// which follow one another in the block, each with where it goes.
-	wins []blosc.Window
+	// which follow one another in the block, each with where it goes;
+	// rows is the number of their rows.
+	wins []window
+	rows int
 	win0 int // where wins start in the gather's list, while it is built
 	// planes is the item size of the byte planes that a gather's block
 	// is cached as (blosc.DecodeBlockPlanes), 0 or 1 for its bytes.
@@ -640,8 +642,29 @@ func (r *ChunkReader) Prefetch(off, n int64, reader func() int64) error {
 }
 
 // A Run is one piece of a gather (ChunkReader.ReadRuns): the N plain
-// bytes at offset At go to p[To:To+N].
-type Run struct{ At, To, N int64 }
+// bytes at offset At go to p[To:To+N]. A run of Rows > 1 is that many
+// rows of N bytes at strides of at least N: row r is the N bytes at
+// At+r*AtStride, to p[To+r*ToStride:]. The rows of an N-D array's chunk
+// that one read of its view takes are one run (AtStride the chunk's row
+// length in bytes, ToStride the view's), served by one call of the
+// unshuffle kernel rather than a call per row.
+type Run struct{ At, To, N, Rows, AtStride, ToStride int64 }
+
+// A window is where a gather's rows of one block go: rows rows of n
+// bytes, row r the block's bytes from from+r*skip on, to
+// dst[r*stride:r*stride+n]; dst runs from the first row's place to the
+// end of the last's.
+type window struct {
+	from, n            int
+	rows, skip, stride int
+	dst                []byte
+}
+
+// end returns where the window's last row ends in the block.
+func (w window) end() int { return w.from + (w.rows-1)*w.skip + w.n }
+
+// row returns where row r goes.
+func (w window) row(r int) []byte { return w.dst[r*w.stride : r*w.stride+w.n] }
 
 // ReadRuns copies the plain bytes of each run into p: a gather, such as
 // the rows of an N-D array's chunks that one read of its C-order view
@@ -669,50 +692,104 @@ func (r *ChunkReader) ReadRuns(p []byte, runs []Run, once bool) error {
 	ci, cstart, cend := -1, int64(0), int64(0)
 	var c *blosc.Chunk
 	var gen uint64
+	// chunkOf makes c the chunk holding plain offset at (ci, its parse
+	// gen, its plain bytes [cstart, cend)).
+	chunkOf := func(at int64) error {
+		if at >= cstart && at < cend {
+			return nil
+		}
+		i := r.chunkAt(at)
+		cc, cg, err := r.chunk(i)
+		if err != nil {
+			return err
+		}
+		cstart, cend = r.src.ChunkOffset(i), r.src.ChunkOffset(i+1)
+		if int64(cc.Nbytes) != cend-cstart {
+			return fmt.Errorf("%s: chunk %d: %w: header says %d bytes, index %d", r.name, i, ErrFormat, cc.Nbytes, cend-cstart)
+		}
+		ci, c, gen = i, cc, cg
+		return nil
+	}
 	for _, run := range runs {
 		if run.N <= 0 {
 			continue
 		}
-		if run.At < 0 || run.At > size-run.N || run.To < 0 || run.To > int64(len(p))-run.N {
-			return fmt.Errorf("%s: run of %d bytes from %d to %d: outside the %d plain bytes or the %d-byte buffer", r.name, run.N, run.At, run.To, size, len(p))
+		rows := max(run.Rows, 1)
+		if run.At < 0 || run.At > size-run.N || run.To < 0 || run.To > int64(len(p))-run.N ||
+			rows > 1 && (run.AtStride < run.N || run.ToStride < run.N ||
+				rows-1 > (size-run.N-run.At)/run.AtStride || rows-1 > (int64(len(p))-run.N-run.To)/run.ToStride) {
+			return fmt.Errorf("%s: run of %d rows of %d bytes from %d (stride %d) to %d (stride %d): outside the %d plain bytes or the %d-byte buffer, or rows that overlap",
+				r.name, rows, run.N, run.At, run.AtStride, run.To, run.ToStride, size, len(p))
 		}
-		at, to, n := run.At, run.To, run.N
-		for n > 0 {
-			if at < cstart || at >= cend {
-				i := r.chunkAt(at)
-				cc, cg, err := r.chunk(i)
-				if err != nil {
-					return err
-				}
-				cstart, cend = r.src.ChunkOffset(i), r.src.ChunkOffset(i+1)
-				if int64(cc.Nbytes) != cend-cstart {
-					return fmt.Errorf("%s: chunk %d: %w: header says %d bytes, index %d", r.name, i, ErrFormat, cc.Nbytes, cend-cstart)
-				}
-				ci, c, gen = i, cc, cg
+		for row := int64(0); row < rows; {
+			at, to := run.At+row*run.AtStride, run.To+row*run.ToStride
+			if err := chunkOf(at); err != nil {
+				return err
 			}
 			in := at - cstart
 			b := c.BlockAt(in)
-			from := in - c.BlockOffset(b)
-			k := min(int64(c.BlockLen(b))-from, n)
-			if k <= 0 {
+			bstart := c.BlockOffset(b)
+			bend := bstart + int64(c.BlockLen(b))
+			if in < bstart || in >= bend {
 				return fmt.Errorf("%s: chunk %d: %w: no block holds offset %d", r.name, ci, ErrFormat, in)
 			}
-			if l := len(g.pieces) - 1; l >= 0 && g.pieces[l].chunk == ci && g.pieces[l].block == b && g.pieces[l].c == c &&
-				int(from) >= g.wins[len(g.wins)-1].From+len(g.wins[len(g.wins)-1].Dst) {
-				g.pieces[l].n += int(k)
-			} else {
-				if len(g.pieces) == maxBatch {
-					if err := g.flush(r, p, mode); err != nil {
-						return err
-					}
+			if in+run.N <= bend {
+				// The rows from this one on that lie in this block.
+				k := int64(1)
+				if rows-row > 1 {
+					k = min(rows-row, (bend-run.N-in)/run.AtStride+1)
 				}
-				g.pieces = append(g.pieces, piece{chunk: ci, block: b, c: c, gen: gen, n: int(k), win0: len(g.wins)})
+				w := window{from: int(in - bstart), n: int(run.N), rows: int(k), skip: int(run.AtStride), stride: int(run.ToStride)}
+				w.dst = p[to : to+(k-1)*run.ToStride+run.N : to+(k-1)*run.ToStride+run.N]
+				if err := g.add(r, p, mode, ci, b, c, gen, w); err != nil {
+					return err
+				}
+				row += k
+				continue
 			}
-			g.wins = append(g.wins, blosc.Window{From: int(from), Dst: p[to : to+k : to+k]})
-			at, to, n = at+k, to+k, n-k
+			// A row across the end of its block: its pieces one by one.
+			for n := run.N; n > 0; {
+				if err := chunkOf(at); err != nil {
+					return err
+				}
+				in := at - cstart
+				b := c.BlockAt(in)
+				from := in - c.BlockOffset(b)
+				k := min(int64(c.BlockLen(b))-from, n)
+				if k <= 0 {
+					return fmt.Errorf("%s: chunk %d: %w: no block holds offset %d", r.name, ci, ErrFormat, in)
+				}
+				w := window{from: int(from), n: int(k), rows: 1, dst: p[to : to+k : to+k]}
+				if err := g.add(r, p, mode, ci, b, c, gen, w); err != nil {
+					return err
+				}
+				at, to, n = at+k, to+k, n-k
+			}
+			row++
 		}
 	}
 	return g.flush(r, p, mode)
+}
+
+// add adds window w of block b of chunk ci (parsed as c) to the gather:
+// to the last piece where that is the same block and w follows its last
+// window there, else as a piece of its own (serving the pieces so far
+// first when there are maxBatch of them).
+func (g *gather) add(r *ChunkReader, p []byte, mode readMode, ci, b int, c *blosc.Chunk, gen uint64, w window) error {
+	if l := len(g.pieces) - 1; l >= 0 && g.pieces[l].chunk == ci && g.pieces[l].block == b && g.pieces[l].c == c &&
+		w.from >= g.wins[len(g.wins)-1].end() {
+		g.pieces[l].n += w.rows * w.n
+		g.pieces[l].rows += w.rows
+	} else {
+		if len(g.pieces) == maxBatch {
+			if err := g.flush(r, p, mode); err != nil {
+				return err
+			}
+		}
+		g.pieces = append(g.pieces, piece{chunk: ci, block: b, c: c, gen: gen, n: w.rows * w.n, rows: w.rows, win0: len(g.wins)})
+	}
+	g.wins = append(g.wins, w)
+	return nil
 }
 
 // planesMinRun is the least mean length of the windows of a gather
@@ -729,7 +806,7 @@ const planesMinRun = 256
 // reads, and their windows.
 type gather struct {
 	pieces []piece
-	wins   []blosc.Window
+	wins   []window
 }
 
 var gathers = sync.Pool{New: func() any { return new(gather) }}
@@ -757,15 +834,15 @@ func (g *gather) flush(r *ChunkReader, p []byte, mode readMode) error {
 			end = g.pieces[k+1].win0
 		}
 		wins := g.wins[pc.win0:end]
-		pc.from = wins[0].From
+		pc.from = wins[0].from
 		ts := 1
 		if !pc.c.NeedsBlock0() {
 			ts = pc.c.PlanesTypesize(pc.block)
 		}
 		planes := ts > 1 && r.cache.Contains(r.planesKey(pc.chunk, pc.block))
 		switch {
-		case len(wins) == 1 && !planes:
-			pc.dst = wins[0].Dst
+		case len(wins) == 1 && wins[0].rows == 1 && !planes:
+			pc.dst = wins[0].dst
 		case planes:
 			// One window is a gather too where its block is cached as
 			// planes (the last row of a chunk the read before took the
@@ -773,7 +850,7 @@ func (g *gather) flush(r *ChunkReader, p []byte, mode readMode) error {
 			pc.wins, pc.planes = wins, ts
 		default:
 			pc.wins = wins
-			if ts > 1 && pc.n/len(wins) >= planesMinRun && !r.cache.Contains(r.key(pc.chunk, pc.block)) {
+			if ts > 1 && pc.n/pc.rows >= planesMinRun && !r.cache.Contains(r.key(pc.chunk, pc.block)) {
 				pc.planes = ts
 			}
 		}
@@ -860,12 +937,14 @@ func (r *ChunkReader) deliver(pc piece, blk *bcache.Ref, mode readMode) {
 	case mode == readWarm:
 	case pc.planes > 1:
 		for _, w := range pc.wins {
-			blosc.UnshufflePlanes(w.Dst, blk.Bytes(), pc.planes, w.From)
+			blosc.UnshufflePlanesRows(w.dst, w.stride, blk.Bytes(), pc.planes, w.from, w.n, w.rows, w.skip)
 		}
 	case pc.wins != nil:
 		b := blk.Bytes()
 		for _, w := range pc.wins {
-			copy(w.Dst, b[w.From:])
+			for k := range w.rows {
+				copy(w.row(k), b[w.from+k*w.skip:])
+			}
 		}
 	default:
 		copy(pc.dst, blk.Bytes()[pc.from:])
@@ -1044,7 +1123,21 @@ func (r *ChunkReader) fillGather(pc piece, mode readMode) error {
 			return err
 		}
 		t := time.Now()
-		if err := pc.c.DecodeBlockWindows(pc.block, pc.wins); err != nil {
+		ws := blockWindows.Get().(*[]blosc.Window)
+		defer func() {
+			if cap(*ws) <= 1<<16 { // a huge gather: do not keep its memory
+				blockWindows.Put(ws)
+			}
+		}()
+		*ws = (*ws)[:0]
+		for _, w := range pc.wins {
+			for k := range w.rows {
+				*ws = append(*ws, blosc.Window{From: w.from + k*w.skip, Dst: w.row(k)})
+			}
+		}
+		err := pc.c.DecodeBlockWindows(pc.block, *ws)
+		clear(*ws)
+		if err != nil {
 			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
 		}
 		r.observe(pc.n, t)
@@ -1192,6 +1285,10 @@ func (r *ChunkReader) fillParallel(missing []piece, mode readMode, reader func()
 	}
 	return nil
 }
+
+// blockWindows holds the row windows that a gather's block decoded
+// straight into place is given (blosc.Chunk.DecodeBlockWindows).
+var blockWindows = sync.Pool{New: func() any { return new([]blosc.Window) }}
 
 // workPieces holds the copies of the pieces that fillParallel's
 // goroutines take.

@@ -393,6 +393,9 @@ type kernel struct {
 	// gather: an unshuffle whose streams lie apart, at the addresses in
 	// an array: func(dst *byte, streams *[T]*byte, blocks int).
 	gather bool
+	// rows: an unshuffle of rows of items from byte planes to rows apart
+	// in dst: func(dst, planes *byte, n, items, rows, skip, stride int).
+	rows bool
 }
 
 // gatherRegs hold the stream addresses of a gather kernel.
@@ -446,6 +449,90 @@ func (g *gen) gatherFunction(k kernel, suffix string) {
 	if g.avx {
 		g.op("VZEROUPPER")
 	}
+	g.op("RET")
+	fmt.Fprintf(&g.b, "\n")
+}
+
+// rowsKernel is unshuffleKernel(t) over rows: items items of t bytes
+// from byte planes n bytes apart (plane j holds byte j of each item), row
+// r from item r*skip of each plane, to dst+r*stride (t ≤ 8, AVX2 only).
+func rowsKernel(t int) kernel {
+	k := unshuffleKernel(t)
+	k.name = fmt.Sprintf("unshuffle%dRows", t)
+	k.doc = fmt.Sprintf("unshuffle%dRows unshuffles rows of items (at least 32) of %d bytes from byte planes n bytes apart: row r takes items [r*skip, r*skip+items) of each plane to dst+r*stride.", t, t)
+	k.rows = true
+	return k
+}
+
+// rowsFunction writes a rows kernel: per row, the whole groups of 32
+// items, then, where the row's length is not a multiple of 32, the group
+// that ends with the row, stored over the last group's bytes (the same
+// values) rather than past the row.
+func (g *gen) rowsFunction(k kernel, suffix string) {
+	if !g.avx || len(k.constants(g.avx)) > 0 || k.passes > 1 || k.streams > len(gatherRegs) {
+		log.Fatalf("%s: a rows kernel is AVX2, has no constants, one pass and at most %d streams", k.name, len(gatherRegs))
+	}
+	name := k.name + suffix
+	fmt.Fprintf(&g.b, "// func %s(dst, planes *byte, n, items, rows, skip, stride int)\n", name)
+	fmt.Fprintf(&g.b, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
+	g.op("MOVQ dst+0(FP), R13")
+	g.op("MOVQ planes+8(FP), R12")
+	g.op("MOVQ rows+32(FP), AX")
+	g.op("TESTQ AX, AX")
+	g.op("JZ done")
+	g.gather = gatherRegs[:k.streams]
+	body := func() {
+		g.used = [16]bool{}
+		k.body(g, 0)
+		if g.used != ([16]bool{}) {
+			log.Fatalf("%s: registers leaked", name)
+		}
+	}
+	fmt.Fprintf(&g.b, "\nrow:\n")
+	g.op("MOVQ n+16(FP), AX")
+	// Plane j of the row: R12 + j*n.
+	g.op("MOVQ R12, SI")
+	g.op("LEAQ (R12)(AX*1), BX")
+	g.op("LEAQ (R12)(AX*2), CX")
+	g.op("LEAQ (BX)(AX*2), DX")
+	if k.streams == 8 {
+		g.op("LEAQ (R12)(AX*4), R8")
+		g.op("LEAQ (BX)(AX*4), R9")
+		g.op("LEAQ (CX)(AX*4), R10")
+		g.op("LEAQ (DX)(AX*4), R11")
+	}
+	g.op("MOVQ R13, DI")
+	g.op("MOVQ items+24(FP), AX")
+	g.op("SHRQ $5, AX")
+	fmt.Fprintf(&g.b, "\nloop:\n")
+	body()
+	for _, r := range g.gather {
+		g.op("ADDQ $32, %s", r)
+	}
+	g.op("ADDQ $%d, DI", 32*k.streams)
+	g.op("DECQ AX")
+	g.op("JNZ loop")
+	// The last items, r = items%32 of them: step back 32-r items and
+	// do a whole group.
+	g.op("MOVQ items+24(FP), AX")
+	g.op("ANDQ $31, AX")
+	g.op("JZ next")
+	g.op("NEGQ AX")
+	g.op("ADDQ $32, AX")
+	for _, r := range g.gather {
+		g.op("SUBQ AX, %s", r)
+	}
+	g.op("SHLQ $%d, AX", lg(k.streams))
+	g.op("SUBQ AX, DI")
+	body()
+	fmt.Fprintf(&g.b, "\nnext:\n")
+	g.op("ADDQ skip+40(FP), R12")
+	g.op("ADDQ stride+48(FP), R13")
+	g.op("DECQ rows+32(FP)")
+	g.op("JNZ row")
+	g.gather = nil
+	fmt.Fprintf(&g.b, "\ndone:\n")
+	g.op("VZEROUPPER")
 	g.op("RET")
 	fmt.Fprintf(&g.b, "\n")
 }
@@ -652,6 +739,10 @@ func (g *gen) function(k kernel, suffix string) {
 		g.gatherFunction(k, suffix)
 		return
 	}
+	if k.rows {
+		g.rowsFunction(k, suffix)
+		return
+	}
 	lanes := 1
 	if g.avx {
 		lanes = 2
@@ -835,6 +926,12 @@ const gatherComment = `//
 // own address (an array of 8 pointers, each advanced by 32 bytes per
 // iteration): UnshuffleStreams reads stored streams where they lie.
 // unshuffle4GatherAVX2 is the same for 4 streams.
+//
+// unshuffle4RowsAVX2 and unshuffle8RowsAVX2 unshuffle rows of items from
+// byte planes (plane j at planes+j*n) to rows apart in dst: per row the
+// gather loop over its whole groups of 32 items, then the group that ends
+// with the row, which overlaps the last one (it stores the same bytes
+// again) instead of running past the row; rows need 32 items or more.
 `
 
 func declFile(ks, avxOnly []kernel) []byte {
@@ -850,6 +947,9 @@ func declFile(ks, avxOnly []kernel) []byte {
 			if k.gather {
 				sig = fmt.Sprintf("dst *byte, streams *[%d]*byte, blocks int", k.streams)
 			}
+			if k.rows {
+				sig = "dst, planes *byte, n, items, rows, skip, stride int"
+			}
 			fmt.Fprintf(&b, "\n// %s\n//\n//go:noescape\nfunc %s%s(%s)\n",
 				strings.Replace(k.doc, k.name, k.name+suffix, 1), k.name, suffix, sig)
 		}
@@ -863,9 +963,9 @@ func main() {
 		ks = append(ks, shuffleKernel(t), unshuffleKernel(t))
 	}
 	ks = append(ks, bitTransKernel(), bitUntransKernel())
-	// Only AVX2 gathers, for typesizes 4 and 8: UnshuffleStreams's fast
-	// path.
-	avxOnly := []kernel{gatherKernel(4), gatherKernel(8)}
+	// Only AVX2 gathers and rows, for typesizes 4 and 8: the fast paths
+	// of UnshuffleStreams and UnshufflePlanesRows.
+	avxOnly := []kernel{gatherKernel(4), gatherKernel(8), rowsKernel(4), rowsKernel(8)}
 	files := map[string][]byte{
 		"kernels_sse2_amd64.s": asmFile(false, "SSE2", fmt.Sprintf(commonComment, "16", "16", ssePack), ks),
 		"kernels_avx2_amd64.s": asmFile(true, "AVX2", fmt.Sprintf(commonComment, "32", "32", avxPack)+avxComment+gatherComment,

@@ -113,3 +113,13 @@ func unshuffle4GatherAVX2(dst *byte, streams *[4]*byte, blocks int)
 //
 //go:noescape
 func unshuffle8GatherAVX2(dst *byte, streams *[8]*byte, blocks int)
+
+// unshuffle4RowsAVX2 unshuffles rows of items (at least 32) of 4 bytes from byte planes n bytes apart: row r takes items [r*skip, r*skip+items) of each plane to dst+r*stride.
+//
+//go:noescape
+func unshuffle4RowsAVX2(dst, planes *byte, n, items, rows, skip, stride int)
+
+// unshuffle8RowsAVX2 unshuffles rows of items (at least 32) of 8 bytes from byte planes n bytes apart: row r takes items [r*skip, r*skip+items) of each plane to dst+r*stride.
+//
+//go:noescape
+func unshuffle8RowsAVX2(dst, planes *byte, n, items, rows, skip, stride int)

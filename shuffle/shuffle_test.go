@@ -185,6 +185,9 @@ func TestPanics(t *testing.T) {
 		{"length mismatch", func() { Shuffle(make([]byte, 3), make([]byte, 4), 1) }},
 		{"typesize 0", func() { Unshuffle(nil, nil, 0) }},
 		{"bit length", func() { BitShuffle(make([]byte, 12), make([]byte, 12), 1) }},
+		{"rows past the planes", func() { UnshufflePlanesRows(make([]byte, 4096), 256, make([]byte, 4*100), 4, 100, 0, 40, 3, 40) }},
+		{"rows past dst", func() { UnshufflePlanesRows(make([]byte, 400), 256, make([]byte, 4*400), 4, 400, 0, 40, 3, 40) }},
+		{"negative stride", func() { UnshufflePlanesRows(make([]byte, 4096), -1, make([]byte, 4*400), 4, 400, 0, 40, 3, 40) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {

@@ -59,3 +59,25 @@ func UnshufflePlanes(dst, planes []byte, t, n, e, m int) {
 		}
 	}
 }
+
+// UnshufflePlanesRows is UnshufflePlanes for rows of m items each: row r
+// takes items [e+r*skip, e+r*skip+m) of a block of n items of t bytes,
+// kept as its byte planes, to dst[r*stride:r*stride+m*t]. The rows of an
+// N-D array's chunk that one read of its view takes lie so (skip is the
+// chunk's row length in items, stride the view's in bytes): one call
+// serves them all, where a call per row costs more than its bytes' copy.
+func UnshufflePlanesRows(dst []byte, stride int, planes []byte, t, n, e, m, rows, skip int) {
+	if rows <= 0 || m <= 0 {
+		return
+	}
+	if t < 1 || n < 0 || e < 0 || skip < 0 || stride < 0 || len(planes) < t*n || e > n-m || len(dst) < m*t ||
+		skip > 0 && rows-1 > (n-m-e)/skip || stride > 0 && rows-1 > (len(dst)-m*t)/stride {
+		panic("shuffle: UnshufflePlanesRows: rows out of range")
+	}
+	if unshufflePlanesRows(dst, stride, planes, t, n, e, m, rows, skip) {
+		return
+	}
+	for r := range rows {
+		UnshufflePlanes(dst[r*stride:r*stride+m*t], planes, t, n, e+r*skip, m)
+	}
+}

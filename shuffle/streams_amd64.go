@@ -75,3 +75,17 @@ func unshufflePlanes(dst, planes []byte, t, n, e, m int) int {
 	copy(dst[whole*t:m*t], tmp[(e+whole-lo)*t:])
 	return m
 }
+
+// unshufflePlanesRows runs the rows kernel, where there is one for t and
+// the rows are a group long or more, and reports whether it did.
+func unshufflePlanesRows(dst []byte, stride int, planes []byte, t, n, e, m, rows, skip int) bool {
+	if !canUnshuffleStreams(t) || m < avx2.width {
+		return false
+	}
+	if t == 4 {
+		unshuffle4RowsAVX2(&dst[0], &planes[e], n, m, rows, skip, stride)
+	} else {
+		unshuffle8RowsAVX2(&dst[0], &planes[e], n, m, rows, skip, stride)
+	}
+	return true
+}

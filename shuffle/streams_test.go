@@ -115,6 +115,41 @@ func BenchmarkUnshuffleStreams(b *testing.B) {
 	}
 }
 
+// BenchmarkUnshufflePlanesRows unshuffles the rows a READ of an N-D
+// view takes of a block kept as byte planes: a 512 KiB float32 block as
+// 728 rows of 180 items (a (24, 90, 180) chunk's rows), to rows 2880
+// bytes apart (its view's), one call per row (UnshufflePlanes) and one
+// call for them all; the whole block at once for comparison.
+func BenchmarkUnshufflePlanesRows(b *testing.B) {
+	const t, n, row, stride = 4, 128 << 10, 180, 2880
+	rows := n / row
+	planes := make([]byte, t*n)
+	for i := range planes {
+		planes[i] = byte(i * 7)
+	}
+	dst := make([]byte, (rows-1)*stride+row*t)
+	b.Run("per-row", func(b *testing.B) {
+		b.SetBytes(int64(rows * row * t))
+		for b.Loop() {
+			for r := range rows {
+				UnshufflePlanes(dst[r*stride:r*stride+row*t], planes, t, n, r*row, row)
+			}
+		}
+	})
+	b.Run("rows", func(b *testing.B) {
+		b.SetBytes(int64(rows * row * t))
+		for b.Loop() {
+			UnshufflePlanesRows(dst, stride, planes, t, n, 0, row, rows, row)
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		b.SetBytes(int64(t * n))
+		for b.Loop() {
+			UnshufflePlanes(dst[:t*n], planes, t, n, 0, n)
+		}
+	})
+}
+
 // randomShuffled returns n random elements of ts bytes in shuffled form,
 // and their unshuffled form, from Unshuffle.
 func randomShuffled(rng *rand.Rand, n, ts int) (shuffled, want []byte) {
@@ -155,6 +190,45 @@ func TestUnshufflePlanes(t *testing.T) {
 					if b != 0xa5 {
 						t.Fatalf("typesize %d, items [%d,+%d) of %d: wrote past dst", ts, e, m, n)
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestUnshufflePlanesRows checks UnshufflePlanesRows against a call of
+// UnshufflePlanes per row, for rows shorter and longer than the kernel's
+// group, at strides that leave gaps between them (as an N-D view's rows
+// of one chunk) or none, for typesizes with and without a fast kernel;
+// nothing outside the rows is written.
+func TestUnshufflePlanesRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, ts := range []int{1, 2, 3, 4, 8, 16} {
+		for _, n := range []int{31, 32, 33, 64, 100, 200, 1000, 4096} {
+			planes, _ := randomShuffled(rng, n, ts)
+			for range 40 {
+				m := 1 + rng.IntN(min(n, 200))
+				if rng.IntN(3) == 0 {
+					m = min(n, 32*(1+rng.IntN(3))+rng.IntN(3)-1)
+				}
+				skip := m + rng.IntN(8)
+				if rng.IntN(4) == 0 {
+					skip = m
+				}
+				rows := 1 + rng.IntN(max((n-m)/skip, 0)+1)
+				e := rng.IntN(n - m - (rows-1)*skip + 1)
+				stride := m*ts + rng.IntN(3)*ts*7
+				size := (rows-1)*stride + m*ts + 16
+				got, want := make([]byte, size), make([]byte, size)
+				for i := range got {
+					got[i], want[i] = 0xa5, 0xa5
+				}
+				for r := range rows {
+					UnshufflePlanes(want[r*stride:r*stride+m*ts], planes, ts, n, e+r*skip, m)
+				}
+				UnshufflePlanesRows(got[:size-16], stride, planes, ts, n, e, m, rows, skip)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("typesize %d, %d rows of %d items from %d (skip %d) of %d, stride %d: wrong bytes", ts, rows, m, e, skip, n, stride)
 				}
 			}
 		}

@@ -413,11 +413,24 @@ func (a *Array) fillChunk() (*blosc.Chunk, error) {
 }
 
 // run is a piece of a read: n bytes at offset at of chunk ci go to
-// dst[to:].
+// dst[to:]. A run of rows > 1 is that many rows of n bytes: row r the n
+// bytes at at+r*atStride to dst[to+r*toStride:] (a chunk's rows of a
+// read that takes whole rows of the view: atStride is the chunk's row
+// length in bytes, toStride the view's).
 type run struct {
-	ci     int64
-	at, to int64
-	n      int64
+	ci                 int64
+	at, to             int64
+	n                  int64
+	rows               int64
+	atStride, toStride int64
+}
+
+// each calls f for each row of r: its offset in the chunk, where it
+// goes, and its length.
+func (r run) each(f func(at, to, n int64)) {
+	for k := range max(r.rows, 1) {
+		f(r.at+k*r.atStride, r.to+k*r.toStride, r.n)
+	}
 }
 
 // maxRuns bounds the run table of one pass of readData: a read whose
@@ -438,7 +451,7 @@ func (a *Array) readData(p []byte, off int64, once bool) error {
 		}
 	}
 	if len(a.gshape) == 0 {
-		return a.serve(p, 0, []run{{0, off, 0, int64(len(p))}}, once)
+		return a.serve(p, 0, []run{{at: off, n: int64(len(p))}}, once)
 	}
 	t := tables.Get().(*runTable)
 	defer t.put()
@@ -477,13 +490,23 @@ func (a *Array) walkFrom(off int64, t *runTable) runWalk {
 // nextRuns fills t.runs with the runs of the read (of n bytes) from
 // where w is, in the order of the view, up to maxRuns of them: each is
 // one row's bytes in one chunk, or several rows' where they follow on in
-// both.
+// both; where the read takes whole rows of the view that lie in one band
+// of chunks (the same chunk in every dimension but the last), each
+// chunk's part of those rows is one run of rows.
 func (a *Array) nextRuns(t *runTable, w *runWalk, n int64) {
 	it := int64(a.dt.size)
 	nd := len(a.gshape)
 	l := nd - 1
 	g := w.g
 	runs := t.runs[:0]
+	add := func(r run) {
+		if j := len(runs) - 1; j >= 0 && r.rows <= 1 && runs[j].rows <= 1 && runs[j].ci == r.ci && runs[j].at+runs[j].n == r.at && runs[j].to+runs[j].n == r.to {
+			runs[j].n += r.n
+		} else {
+			runs = append(runs, r)
+		}
+	}
+	rowBytes := a.gshape[l] * it
 	for w.done < n && len(runs) < maxRuns {
 		// The row's chunk and offset in it, but for the last dimension.
 		var ciRow, atRow int64
@@ -495,16 +518,30 @@ func (a *Array) nextRuns(t *runTable, w *runWalk, n int64) {
 		ciRow *= a.nchunksD[l]
 		atRow *= a.gchunk[l]
 		x, cw := g[l], a.gchunk[l]
+		if l > 0 && x == 0 && w.skip == 0 && len(runs)+int(a.nchunksD[l]) <= maxRuns {
+			// Whole rows: as many as the read takes that stay in this
+			// band of chunks.
+			y := g[l-1]
+			k := min((n-w.done)/rowBytes, a.gchunk[l-1]-y%a.gchunk[l-1], a.gshape[l-1]-y)
+			if k > 1 {
+				for c := range a.nchunksD[l] {
+					kc := min(a.gshape[l], (c+1)*cw) - c*cw
+					r := run{ci: ciRow + c, at: atRow * it, to: w.done + c*cw*it, n: kc * it, rows: k, atStride: cw * it, toStride: rowBytes}
+					if r.atStride == r.n && r.toStride == r.n {
+						r.n, r.rows = k*r.n, 1 // the rows follow on in both
+					}
+					add(r)
+				}
+				w.done += k * rowBytes
+				g[l-1] += k - 1
+				x = a.gshape[l] // the last row done: move on below
+			}
+		}
 		c := x / cw
 		for ; x < a.gshape[l] && w.done < n && len(runs) < maxRuns; c++ {
 			k := min(a.gshape[l], (c+1)*cw) - x
 			b := min(k*it-w.skip, n-w.done)
-			r := run{ciRow + c, (atRow+x-c*cw)*it + w.skip, w.done, b}
-			if j := len(runs) - 1; j >= 0 && runs[j].ci == r.ci && runs[j].at+runs[j].n == r.at && runs[j].to+runs[j].n == r.to {
-				runs[j].n += b
-			} else {
-				runs = append(runs, r)
-			}
+			add(run{ci: ciRow + c, at: (atRow+x-c*cw)*it + w.skip, to: w.done, n: b})
 			w.done += b
 			if b < k*it-w.skip {
 				// The read ends inside this item range.
@@ -647,7 +684,7 @@ func (a *Array) serveTable(p []byte, t *runTable, once bool) error {
 	if a.cr != nil {
 		t.packed = slices.Grow(t.packed[:0], len(t.sorted))[:len(t.sorted)]
 		for k, r := range t.sorted {
-			t.packed[k] = pack.Run{At: r.ci*a.chunkBytes + r.at, To: r.to, N: r.n}
+			t.packed[k] = r.pack(a.chunkBytes)
 		}
 		err := a.cr.ReadRuns(p, t.packed, once)
 		if err == nil || errors.Is(err, pack.ErrStale) {
@@ -711,12 +748,13 @@ func (a *Array) coords(ci int64) []int64 {
 func (a *Array) fillRuns(p []byte, runs []run) {
 	it := int64(len(a.fill))
 	for _, r := range runs {
-		dst := p[r.to : r.to+r.n]
-		phase := r.at % it
-		k := copy(dst, a.fill[phase:])
-		for k < len(dst) {
-			k += copy(dst[k:], a.fill)
-		}
+		r.each(func(at, to, n int64) {
+			dst := p[to : to+n]
+			k := copy(dst, a.fill[at%it:])
+			for k < len(dst) {
+				k += copy(dst[k:], a.fill)
+			}
+		})
 	}
 }
 
@@ -762,7 +800,7 @@ func (a *Array) serve(p []byte, ci int64, runs []run, once bool) error {
 		base := ci * a.chunkBytes
 		prs := make([]pack.Run, len(runs))
 		for k, r := range runs {
-			prs[k] = pack.Run{At: base + r.at, To: r.to, N: r.n}
+			prs[k] = r.pack(a.chunkBytes)
 		}
 		err := a.cr.ReadRuns(p, prs, once)
 		if !errors.Is(err, errWholeChunk) {
@@ -786,8 +824,14 @@ func (a *Array) serve(p []byte, ci int64, runs []run, once bool) error {
 
 func copyRuns(p []byte, runs []run, chunk []byte) {
 	for _, r := range runs {
-		copy(p[r.to:r.to+r.n], chunk[r.at:])
+		r.each(func(at, to, n int64) { copy(p[to:to+n], chunk[at:]) })
 	}
+}
+
+// pack returns r as a run of the chunk space, whose chunks are
+// chunkBytes long.
+func (r run) pack(chunkBytes int64) pack.Run {
+	return pack.Run{At: r.ci*chunkBytes + r.at, To: r.to, N: r.n, Rows: r.rows, AtStride: r.atStride, ToStride: r.toStride}
 }
 
 // loadChunk reads and decodes chunk ci whole (errMissing: not stored).
