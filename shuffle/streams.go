@@ -30,13 +30,6 @@ func UnshuffleStreams(dst []byte, streams [][]byte) {
 // for typesize t in this build and on this CPU.
 func CanUnshuffleStreams(t int) bool { return canUnshuffleStreams(t) }
 
-// StreamsGroup returns how many elements UnshuffleStreams's fast kernel
-// for typesize t takes at a time, 0 where it has none: the elements past
-// the last whole group are set byte by byte. A caller whose streams run
-// on past the elements it wants can unshuffle a whole group into scratch
-// instead, and copy out the part it wants.
-func StreamsGroup(t int) int { return streamsGroup(t) }
-
 // UnshufflePlanes writes items [e, e+m) of a block of n items of t
 // bytes, kept as its byte planes (plane j, planes[j*n:(j+1)*n], holds
 // byte j of each item), to dst[:m*t]. Where the planes run on past the

@@ -4,34 +4,37 @@ package shuffle
 
 func canUnshuffleStreams(t int) bool { return (t == 4 || t == 8) && useAVX2 }
 
-func streamsGroup(t int) int {
-	if !canUnshuffleStreams(t) {
-		return 0
-	}
-	return avx2.width
-}
-
 // unshuffleStreams runs the kernel over the whole groups of 32 elements
-// and returns how many elements it did.
+// and, where n is not a multiple of 32, over the group that ends with
+// the last element (it overlaps the group before and stores the same
+// bytes there again): it does all n elements when there are 32 or more,
+// and returns how many it did. A row of an N-D chunk (180 float32, say)
+// then costs two calls of the kernel, not one and 80 byte stores.
 func unshuffleStreams(dst []byte, streams [][]byte, n int) int {
-	if !canUnshuffleStreams(len(streams)) || n < avx2.width {
+	w := avx2.width
+	if !canUnshuffleStreams(len(streams)) || n < w {
 		return 0
 	}
-	nv := n - n%avx2.width
-	if len(streams) == 4 {
-		var p [4]*byte
-		for j := range p {
-			p[j] = &streams[j][0]
+	run := func(from, groups int) {
+		if len(streams) == 4 {
+			var p [4]*byte
+			for j := range p {
+				p[j] = &streams[j][from]
+			}
+			unshuffle4GatherAVX2(&dst[from*4], &p, groups)
+			return
 		}
-		unshuffle4GatherAVX2(&dst[0], &p, nv/avx2.width)
-		return nv
+		var p [8]*byte
+		for j := range p {
+			p[j] = &streams[j][from]
+		}
+		unshuffle8GatherAVX2(&dst[from*8], &p, groups)
 	}
-	var p [8]*byte
-	for j := range p {
-		p[j] = &streams[j][0]
+	run(0, n/w)
+	if n%w != 0 {
+		run(n-w, 1)
 	}
-	unshuffle8GatherAVX2(&dst[0], &p, nv/avx2.width)
-	return nv
+	return n
 }
 
 // unshufflePlanes runs the kernel over UnshufflePlanes's items in whole

@@ -6,8 +6,6 @@ func canUnshuffleStreams(int) bool { return false }
 
 func unshuffleStreams([]byte, [][]byte, int) int { return 0 }
 
-func streamsGroup(int) int { return 0 }
-
 func unshufflePlanes([]byte, []byte, int, int, int, int) int { return 0 }
 
 func unshufflePlanesRows([]byte, int, []byte, int, int, int, int, int, int) bool { return false }
