@@ -117,6 +117,69 @@ func decodeWindowsCanary(t *testing.T, name string, c *Chunk, i int, want []byte
 			}
 		}
 	}
+	decodeRowsCanary(t, name, c, i, want, r)
+}
+
+// decodeRowsCanary decodes windows of rows of block i (Window.Rows: a
+// chunk's rows of an N-D view, whole items and not, with gaps between
+// them in the block and in dst) with DecodeBlockWindows, each window
+// into one canaried buffer whose gaps between rows must stay as they
+// were, and compares the rows with want, the block's bytes.
+func decodeRowsCanary(t *testing.T, name string, c *Chunk, i int, want []byte, r *rand.Rand) {
+	t.Helper()
+	bl := len(want)
+	ts := max(int(c.Typesize), 1)
+	for range 4 {
+		var ws []Window
+		var cs []*testkit.Canary
+		at := r.IntN(bl)
+		for range 1 + r.IntN(3) {
+			n := 1 + r.IntN(min(bl, 3000))
+			if r.IntN(2) == 0 {
+				n = ts * (32 + r.IntN(200)) // whole items, a kernel's group and more
+				at -= at % ts
+			}
+			skip := n + r.IntN(2)*ts*r.IntN(400)
+			if at > bl-n {
+				break
+			}
+			rows := 1 + min((bl-n-at)/skip, r.IntN(60))
+			stride := n + r.IntN(3)*r.IntN(300)
+			cs = append(cs, testkit.NewCanary((rows-1)*stride+n))
+			d := cs[len(cs)-1].Dst()
+			for k := range d {
+				d[k] = byte(k*7 + 1)
+			}
+			ws = append(ws, Window{From: at, Dst: d, Rows: rows, N: n, Skip: skip, Stride: stride})
+			at += (rows-1)*skip + n + r.IntN(3000)
+		}
+		if len(ws) == 0 {
+			continue
+		}
+		if err := c.DecodeBlockWindows(i, ws); err != nil {
+			t.Fatalf("%s: DecodeBlockWindows(block %d, rows %+v): %v", name, i, ws, err)
+		}
+		for k, w := range ws {
+			if err := cs[k].Check(); err != nil {
+				t.Fatalf("%s: DecodeBlockWindows(block %d): rows window %d %s", name, i, k, err)
+			}
+			d := cs[k].Dst()
+			for p := range d {
+				row, in := p/w.Stride, p%w.Stride
+				if w.Rows <= 1 {
+					row, in = 0, p
+				}
+				if in < w.N || w.Rows <= 1 {
+					if d[p] != want[w.From+row*w.Skip+in] {
+						t.Fatalf("%s: DecodeBlockWindows(block %d): rows window %d (%d rows of %d, skip %d, stride %d): row %d byte %d wrong",
+							name, i, k, w.Rows, w.N, w.Skip, w.Stride, row, in)
+					}
+				} else if d[p] != byte(p*7+1) {
+					t.Fatalf("%s: DecodeBlockWindows(block %d): rows window %d: byte %d between rows written", name, i, k, p)
+				}
+			}
+		}
+	}
 }
 
 // decodePlanesCanary decodes block i as its byte planes into a canaried

@@ -39,7 +39,7 @@ func (c *Chunk) DecodeBlockRangeRest(dst, rest []byte, i, from int) error {
 	if from < 0 || from > bl || len(dst) > bl-from || len(rest) > bl-from-len(dst) {
 		return fmt.Errorf("blosc: range [%d,%d) outside block %d of %d bytes", from, from+len(dst)+len(rest), i, bl)
 	}
-	ws := [2]Window{{from, dst[:len(dst):len(dst)]}, {from + len(dst), rest[:len(rest):len(rest)]}}
+	ws := [2]Window{{From: from, Dst: dst[:len(dst):len(dst)]}, {From: from + len(dst), Dst: rest[:len(rest):len(rest)]}}
 	if len(dst)+len(rest) == 0 {
 		return nil
 	}
@@ -49,11 +49,13 @@ func (c *Chunk) DecodeBlockRangeRest(dst, rest []byte, i, from int) error {
 // DecodeBlockWindows writes bytes of decoded block i to windows ws,
 // which must follow one another in the block (each starts at or after
 // the end of the one before): window w gets bytes [w.From,
-// w.From+len(w.Dst)). As DecodeBlockRange, it decodes no more of the
-// block than the windows need where the block's layout allows it, and
-// unshuffles only their bytes, straight into them: the rows of an N-D
-// array's chunk that one read of its view takes decode into their
-// places in the read. Nothing is written outside the windows.
+// w.From+len(w.Dst)), or a window of rows its rows (see Window). As
+// DecodeBlockRange, it decodes no more of the block than the windows
+// need where the block's layout allows it, and unshuffles only their
+// bytes, straight into them: the rows of an N-D array's chunk that one
+// read of its view takes decode into their places in the read, a
+// window of rows through one call of the shuffle kernel. Nothing is
+// written outside the windows' rows.
 func (c *Chunk) DecodeBlockWindows(i int, ws []Window) error {
 	if i < 0 || i >= c.nblocks {
 		return fmt.Errorf("blosc: block %d out of range [0,%d)", i, c.nblocks)
@@ -61,9 +63,21 @@ func (c *Chunk) DecodeBlockWindows(i int, ws []Window) error {
 	bl, end := c.BlockLen(i), 0
 	for k := range ws {
 		w := &ws[k]
+		if w.Rows > 1 {
+			if w.N <= 0 || w.Skip < w.N || w.Stride < w.N || w.From < end || w.From > bl-w.N ||
+				w.Rows-1 > (bl-w.From-w.N)/w.Skip || w.Rows-1 > (len(w.Dst)-w.N)/w.Stride {
+				return fmt.Errorf("blosc: window of %d rows of %d bytes from %d (skip %d, stride %d, %d bytes of room) outside block %d of %d bytes, or before the window before it",
+					w.Rows, w.N, w.From, w.Skip, w.Stride, len(w.Dst), i, bl)
+			}
+			n := (w.Rows-1)*w.Stride + w.N
+			w.Dst = w.Dst[:n:n]
+			end = w.end()
+			continue
+		}
 		if w.From < end || w.From > bl || len(w.Dst) > bl-w.From {
 			return fmt.Errorf("blosc: window [%d,%d) outside block %d of %d bytes, or before the window before it", w.From, w.From+len(w.Dst), i, bl)
 		}
+		w.Rows = 0
 		w.Dst = w.Dst[:len(w.Dst):len(w.Dst)]
 		end = w.From + len(w.Dst)
 	}
@@ -81,24 +95,28 @@ func (c *Chunk) decodeWindows(i int, ws []Window) error {
 	switch {
 	case c.Special() != SpecialNone:
 		for _, w := range ws {
-			if c.value != nil {
-				fillPattern(w.Dst, c.value, off+int64(w.From))
-			} else {
-				clear(w.Dst)
+			for r := range w.rows() {
+				if c.value != nil {
+					fillPattern(w.row(r), c.value, off+int64(w.rowFrom(r)))
+				} else {
+					clear(w.row(r))
+				}
 			}
 		}
 		return nil
 	case c.Memcpyed():
 		for _, w := range ws {
-			if len(w.Dst) > 0 {
-				if err := c.readAt(w.Dst, int64(c.Len())+off+int64(w.From)); err != nil {
-					return err
+			for r := range w.rows() {
+				if d := w.row(r); len(d) > 0 {
+					if err := c.readAt(d, int64(c.Len())+off+int64(w.rowFrom(r))); err != nil {
+						return err
+					}
 				}
 			}
 		}
 		return nil
 	}
-	if ws[0].From == 0 && len(ws[0].Dst) == bl {
+	if ws[0].Rows <= 1 && ws[0].From == 0 && len(ws[0].Dst) == bl {
 		return c.DecodeBlock(ws[0].Dst, i)
 	}
 	if lay, ok := c.rangeLayout(i); ok {
@@ -113,16 +131,46 @@ func (c *Chunk) decodeWindows(i int, ws []Window) error {
 		return err
 	}
 	for _, w := range ws {
-		copy(w.Dst, (*bp)[w.From:])
+		for r := range w.rows() {
+			copy(w.row(r), (*bp)[w.rowFrom(r):])
+		}
 	}
 	return nil
 }
 
 // A Window is where bytes [From, From+len(Dst)) of a decoded block go
-// (see DecodeBlockWindows).
+// (see DecodeBlockWindows); or, where Rows > 1, Rows rows of N bytes:
+// row r the block's bytes from From+r*Skip to Dst[r*Stride:r*Stride+N]
+// (Skip and Stride at least N, Dst running on to the end of the last
+// row). A chunk's rows that one read of an N-D array's view takes lie
+// so: Skip the chunk's row length, Stride the view's.
 type Window struct {
 	From int
 	Dst  []byte
+	// Rows, N, Skip and Stride describe a window of rows (Rows > 1).
+	Rows, N, Skip, Stride int
+}
+
+// rows returns the window's number of rows.
+func (w *Window) rows() int { return max(w.Rows, 1) }
+
+// rowFrom returns where row r starts in the block.
+func (w *Window) rowFrom(r int) int { return w.From + r*w.Skip }
+
+// row returns where row r goes.
+func (w *Window) row(r int) []byte {
+	if w.Rows <= 1 {
+		return w.Dst
+	}
+	return w.Dst[r*w.Stride : r*w.Stride+w.N]
+}
+
+// end returns where the window's last row ends in the block.
+func (w *Window) end() int {
+	if w.Rows <= 1 {
+		return w.From + len(w.Dst)
+	}
+	return w.From + (w.Rows-1)*w.Skip + w.N
 }
 
 // layout is how a block's bytes lie in its streams, for a range decode.
@@ -380,7 +428,7 @@ func (c *Chunk) decodeRangeStreams(ws []Window, i int, lay layout) error {
 // one another, from src.
 func (c *Chunk) decodeRange(ws []Window, i int, lay layout, src *blockSrc) error {
 	bsize := c.BlockLen(i)
-	a, b := ws[0].From, ws[len(ws)-1].From+len(ws[len(ws)-1].Dst)
+	a, b := ws[0].From, ws[len(ws)-1].end()
 	nst, sts := lay.nstreams, lay.sts
 	neblock := bsize / nst
 	// The shuffled bytes of the block, S: plane j of element e at
@@ -532,10 +580,14 @@ func (c *Chunk) decodeRange(ws []Window, i int, lay layout, src *blockSrc) error
 	}
 	if sts == 1 {
 		for _, w := range ws {
-			a, b := w.From, w.From+len(w.Dst)
-			for s, o := range view {
-				if s*neblock < b && (s+1)*neblock > a {
-					copy(w.Dst[max(s*neblock-a, 0):], o[max(a-s*neblock, 0):min(b-s*neblock, neblock)])
+			for r := range w.rows() {
+				d := w.row(r)
+				a := w.rowFrom(r)
+				b := a + len(d)
+				for s, o := range view {
+					if s*neblock < b && (s+1)*neblock > a {
+						copy(d[max(s*neblock-a, 0):], o[max(a-s*neblock, 0):min(b-s*neblock, neblock)])
+					}
 				}
 			}
 		}
@@ -554,10 +606,19 @@ func (c *Chunk) decodeRange(ws []Window, i int, lay layout, src *blockSrc) error
 		}
 	}
 	for _, w := range ws {
-		a, b := w.From, w.From+len(w.Dst)
-		unshuffleRange(w.Dst, pl, a, min(b, N*sts))
-		for p := max(a, N*sts); p < b; p++ { // bytes after the last element
-			w.Dst[p-a] = view[0][p]
+		if w.Rows > 1 && nst == 1 && w.end() <= N*sts {
+			// The rows' bytes from the planes, all in one call.
+			UnshufflePlanesRows(w.Dst, w.Stride, view[0][:N*sts], sts, w.From, w.N, w.Rows, w.Skip)
+			continue
+		}
+		for r := range w.rows() {
+			d := w.row(r)
+			a := w.rowFrom(r)
+			b := a + len(d)
+			unshuffleRange(d, pl, a, min(b, N*sts))
+			for p := max(a, N*sts); p < b; p++ { // bytes after the last element
+				d[p-a] = view[0][p]
+			}
 		}
 	}
 	return nil

@@ -1131,8 +1131,10 @@ func (r *ChunkReader) fillGather(pc piece, mode readMode) error {
 		}()
 		*ws = (*ws)[:0]
 		for _, w := range pc.wins {
-			for k := range w.rows {
-				*ws = append(*ws, blosc.Window{From: w.from + k*w.skip, Dst: w.row(k)})
+			if w.rows > 1 {
+				*ws = append(*ws, blosc.Window{From: w.from, Dst: w.dst, Rows: w.rows, N: w.n, Skip: w.skip, Stride: w.stride})
+			} else {
+				*ws = append(*ws, blosc.Window{From: w.from, Dst: w.row(0)})
 			}
 		}
 		err := pc.c.DecodeBlockWindows(pc.block, *ws)
