@@ -239,14 +239,16 @@ canary:
 	$(GO) test -count=1 -timeout 30m -run '$(RACE_SKIP)' ./zarr/
 
 # fuzz runs each fuzz target for FUZZTIME (go test -fuzz takes one target
-# of one package at a time), FUZZJOBS targets at a time with one worker
-# each (the machines have two cores; one at a time, the 21 targets took
-# 95 s, mostly building and starting). Each target's output comes whole
-# (make -O). Go's fuzzer can end a run on a loaded machine with "context
-# deadline exceeded" and no failing input, when FUZZTIME runs out while
-# a worker is busy: that run is tried once more. A found input ("Failing
-# input written to ...") always fails.
+# of one package at a time), FUZZJOBS targets at a time with FUZZPAR
+# workers each (the machines have two cores; one at a time, the 21
+# targets took 95 s, mostly building and starting). With more than one
+# job, each target's output comes whole when it ends (make -O). Go's
+# fuzzer can end a run on a loaded machine with "context deadline
+# exceeded" and no failing input, when FUZZTIME runs out while a worker
+# is busy: that run is tried again, up to three runs. A found input
+# ("Failing input written to ...") always fails.
 FUZZJOBS ?= 2
+FUZZPAR ?= 1
 FUZZ_RUNS := $(addprefix fuzz@,$(subst /,+,$(subst :,@,$(FUZZ_TARGETS))))
 .PHONY: $(FUZZ_RUNS)
 fuzz:
@@ -256,7 +258,7 @@ $(FUZZ_RUNS):
 	@t='$(subst +,/,$(patsubst fuzz@%,%,$@))'; pkg=$${t%@*}; name=$${t#*@}; \
 	for try in 1 2 3; do \
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-		out=$$($(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -parallel=1 -fuzzminimizetime=2s -timeout 20m $$pkg 2>&1) && { echo "$$out"; break; }; \
+		out=$$($(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -parallel=$(FUZZPAR) -fuzzminimizetime=2s -timeout 20m $$pkg 2>&1) && { echo "$$out"; break; }; \
 		echo "$$out"; \
 		if [ $$try != 3 ] && echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input'; then \
 			echo "fuzz $$pkg $$name: the run ended on its deadline with no failing input; again"; continue; \
@@ -264,8 +266,9 @@ $(FUZZ_RUNS):
 		exit 1; \
 	done
 
+# fuzz-long fuzzes one target at a time, on both cores.
 fuzz-long:
-	$(MAKE) fuzz FUZZTIME=10m
+	$(MAKE) fuzz FUZZTIME=10m FUZZJOBS=1 FUZZPAR=2
 
 # (simd runs before integration so that a versitygw build started by
 # versitygw-start has the cores it leaves idle.)

@@ -219,6 +219,10 @@ func (c *Cache[K]) warm(n int) {
 // Acquire returns the value for key, pinned, calling load on a miss.
 // Concurrent callers missing the same key share one call of load. The
 // value is shared: callers must not modify it, and must release it.
+// The slice load returns becomes the cache's, to its whole capacity:
+// once the value is evicted and unpinned, that memory is handed out
+// again by Alloc. A loader returns memory that nothing else uses (its
+// own, or Alloc's), never part of a buffer it keeps.
 func (c *Cache[K]) Acquire(key K, load func() ([]byte, error)) (*Ref, error) {
 	c.mu.Lock()
 	if r, ok := c.lru.Get(key); ok {

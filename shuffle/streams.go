@@ -38,7 +38,7 @@ func CanUnshuffleStreams(t int) bool { return canUnshuffleStreams(t) }
 // that a short range (a row of a chunk, 180 items) costs a call or two
 // of the kernel rather than a byte loop.
 func UnshufflePlanes(dst, planes []byte, t, n, e, m int) {
-	if t < 1 || n < 0 || e < 0 || m < 0 || e > n-m || len(planes) < t*n || len(dst) < m*t {
+	if t < 1 || n < 0 || e < 0 || m < 0 || n > len(planes)/t || e > n-m || len(dst) < m*t {
 		panic("shuffle: UnshufflePlanes: items or planes out of range")
 	}
 	if m == 0 {
@@ -63,7 +63,7 @@ func UnshufflePlanesRows(dst []byte, stride int, planes []byte, t, n, e, m, rows
 	if rows <= 0 || m <= 0 {
 		return
 	}
-	if t < 1 || n < 0 || e < 0 || skip < 0 || stride < 0 || len(planes) < t*n || e > n-m || len(dst) < m*t ||
+	if t < 1 || n < 0 || e < 0 || skip < 0 || stride < 0 || n > len(planes)/t || e > n-m || len(dst) < m*t ||
 		skip > 0 && rows-1 > (n-m-e)/skip || stride > 0 && rows-1 > (len(dst)-m*t)/stride {
 		panic("shuffle: UnshufflePlanesRows: rows out of range")
 	}

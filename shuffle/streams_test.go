@@ -234,3 +234,32 @@ func TestUnshufflePlanesRows(t *testing.T) {
 		}
 	}
 }
+
+// TestUnshufflePlanesArgs checks that UnshufflePlanes and
+// UnshufflePlanesRows panic, rather than read or write out of range,
+// on arguments outside their slices, also where t*n overflows (the
+// rows kernel computes plane addresses itself: a check that wrapped
+// let it read at n bytes past planes).
+func TestUnshufflePlanesArgs(t *testing.T) {
+	dst, planes := make([]byte, 256), make([]byte, 64)
+	for _, tc := range []struct {
+		name string
+		f    func()
+	}{
+		{"rows, t*n wraps", func() { UnshufflePlanesRows(dst, 0, planes, 8, 1<<61, 0, 32, 1, 0) }},
+		{"rows, n past planes", func() { UnshufflePlanesRows(dst, 0, planes, 2, 33, 0, 32, 1, 0) }},
+		{"rows, past dst", func() { UnshufflePlanesRows(dst, 240, planes, 1, 64, 0, 32, 2, 32) }},
+		{"rows, past planes by skip", func() { UnshufflePlanesRows(dst, 64, planes, 1, 64, 0, 32, 2, 33) }},
+		{"planes, t*n wraps", func() { UnshufflePlanes(dst, planes, 8, 1<<61, 0, 32) }},
+		{"planes, n past planes", func() { UnshufflePlanes(dst, planes, 4, 17, 0, 16) }},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", tc.name)
+				}
+			}()
+			tc.f()
+		}()
+	}
+}
