@@ -29,6 +29,7 @@ var errTooLarge = errors.New("over the size limit")
 // DecodeInterface recurse without bound and size maps by what they
 // claim).
 type mpReader struct {
+	b []byte // what r reads
 	r *bytes.Reader
 	d *msgpack.Decoder
 }
@@ -37,7 +38,7 @@ func newMPReader(b []byte) *mpReader {
 	r := bytes.NewReader(b)
 	// bytes.Reader is an io.ByteScanner: the decoder reads it directly,
 	// without a buffer of its own, so r.Len() is what is left.
-	return &mpReader{r: r, d: msgpack.NewDecoder(r)}
+	return &mpReader{b: b, r: r, d: msgpack.NewDecoder(r)}
 }
 
 func (m *mpReader) left() int { return m.r.Len() }
@@ -464,8 +465,11 @@ func (m *mpReader) ext(o *jsonOut, depth int) error {
 		m.r.Seek(int64(n), io.SeekCurrent)
 		return o.put(`{"$blosc2_cframe":`, strconv.Itoa(n), "}")
 	case extStructured:
-		b, _ := m.raw(n, n)
-		inner := newMPReader(b)
+		// Read in place, not copied: nested 64 deep, copies of the rest
+		// of the value made 64 times its size.
+		at := len(m.b) - m.left()
+		inner := newMPReader(m.b[at : at+n : at+n])
+		m.pass(n)
 		if err := o.put(`{"$blosc2_object":`); err != nil {
 			return err
 		}

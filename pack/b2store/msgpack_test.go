@@ -1,10 +1,13 @@
 package b2store
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 func TestMsgpackToJSON(t *testing.T) {
@@ -84,4 +87,36 @@ func unhex(t testing.TB, s string) []byte {
 		b[i] = v
 	}
 	return b
+}
+
+// TestMsgpackNestedExtensions feeds MsgpackToJSON a 4 MiB binary value
+// inside 60 nested extensions 43: each level is read in place, so that
+// the bytes allocated stay near the value's size (copying the rest of
+// the value at each level made 60 copies of it), and the value over the
+// limit is an error.
+func TestMsgpackNestedExtensions(t *testing.T) {
+	const size, levels = 4 << 20, 60
+	b := binary.BigEndian.AppendUint32([]byte{0xc6}, size)
+	b = append(b, make([]byte, size)...)
+	for range levels {
+		h := binary.BigEndian.AppendUint32([]byte{0xc9}, uint32(len(b)))
+		b = append(append(h, extStructured), b...)
+	}
+	mem := testkit.StartAlloc()
+	_, err := MsgpackToJSON(b, 1<<20)
+	if err == nil {
+		t.Fatal("a 4 MiB value under a 1 MiB limit: no error")
+	}
+	if n := mem.Allocated(); n > 3*size {
+		t.Errorf("%d MiB allocated for a %d MiB value nested %d deep", n>>20, size>>20, levels)
+	}
+	// The same nesting around a small value reads.
+	small := []byte{0xa2, 'h', 'i'}
+	for range levels {
+		small = append([]byte{0xc7, byte(len(small)), extStructured}, small...)
+	}
+	got, err := MsgpackToJSON(small, 1<<20)
+	if err != nil || !strings.HasSuffix(string(got), `"hi"`+strings.Repeat("}", levels)) {
+		t.Errorf("small value nested %d deep: %s, %v", levels, got, err)
+	}
 }
