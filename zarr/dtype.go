@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -405,9 +406,46 @@ func jsonInt(raw json.RawMessage) (uint64, error) {
 	return 0, fmt.Errorf("%w: integer fill_value %.40s", ErrFormat, raw)
 }
 
-// fillValue decodes a fill value into one element. v3 selects the v3
-// encodings (hex floats, byte arrays for r*) over v2's base64.
+// maxFillItem is the largest item whose fill value is kept as an item:
+// a larger one (a |V or |S dtype of more than a MiB) may only be filled
+// with zeros, kept as one zero byte, so that opening (listing) an array
+// of 1 GiB items allocates nothing of their size.
+const maxFillItem = 1 << 20
+
+// fillValue decodes a fill value into one element (for an item larger
+// than maxFillItem, whose fill must be zeros, one zero byte: a pattern
+// of zeros all the same). v3 selects the v3 encodings (hex floats, byte
+// arrays for r*) over v2's base64.
 func (d dtype) fillValue(raw json.RawMessage, v3 bool) ([]byte, error) {
+	if d.size > maxFillItem {
+		if len(raw) != 0 && string(raw) != "null" {
+			var b []byte
+			var s string
+			var bs []int
+			switch {
+			case json.Unmarshal(raw, &bs) == nil && v3:
+				b = make([]byte, 0, len(bs))
+				for _, v := range bs {
+					b = append(b, byte(v))
+				}
+			case json.Unmarshal(raw, &s) == nil && d.kind == 'U':
+				b = []byte(s)
+			case json.Unmarshal(raw, &s) == nil:
+				var err error
+				if b, err = base64.StdEncoding.DecodeString(s); err != nil {
+					return nil, fmt.Errorf("%w: fill_value %.40q is not base64", ErrFormat, s)
+				}
+			default:
+				if v, err := jsonInt(raw); err != nil || v != 0 {
+					return nil, fmt.Errorf("%w: fill_value %.40s", ErrFormat, raw)
+				}
+			}
+			if slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) {
+				return nil, fmt.Errorf("%w: a fill value other than zeros for an item of %d bytes", ErrUnsupported, d.size)
+			}
+		}
+		return []byte{0}, nil
+	}
 	out := make([]byte, d.size)
 	if len(raw) == 0 || string(raw) == "null" {
 		return out, nil // v2: no fill value; zarr leaves such chunks undefined, shown as zeros

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -482,6 +483,58 @@ func TestCodecBounds(t *testing.T) {
 					t.Errorf("got %d bytes, %v; want ErrCorrupt", len(out), err)
 				}
 			})
+		}
+	}
+}
+
+// TestLargeItemFill opens arrays of items larger than maxFillItem (up
+// to the 1 GiB a chunk may hold): the open allocates nothing of the
+// item's size (listing a directory opens every array in it), a zero or
+// absent fill value reads as zeros, and any other is refused.
+func TestLargeItemFill(t *testing.T) {
+	for _, tc := range []struct {
+		dt, fill string
+		ok       bool
+	}{
+		{`"|V1073741824"`, `null`, true},
+		{`"|V1073741824"`, `0`, true},
+		{`"|S2000000"`, `""`, true},
+		{`"|S2000000"`, `"AAAA"`, true}, // base64 of three zero bytes
+		{`"|S2000000"`, `"AAEA"`, false},
+		{`"<U600000"`, `""`, true},
+		{`"<U600000"`, `"x"`, false},
+		{`"|V2000000"`, `1`, false},
+	} {
+		doc := fmt.Sprintf(`{"zarr_format":2,"shape":[4],"chunks":[1],"dtype":%s,"compressor":null,"fill_value":%s,"order":"C","filters":null}`, tc.dt, tc.fill)
+		runtime.GC()
+		mem := testkit.StartAlloc()
+		a, err := OpenV2Meta(&memStore{m: map[string][]byte{}}, "x", []byte(doc), nil, nil)
+		if n := mem.Allocated(); n > 1<<20 {
+			t.Errorf("%s fill %s: open allocated %d KiB", tc.dt, tc.fill, n>>10)
+		}
+		if !tc.ok {
+			if !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrFormat) {
+				t.Errorf("%s fill %s: %v, want a refusal", tc.dt, tc.fill, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s fill %s: %v", tc.dt, tc.fill, err)
+		}
+		if tc.dt != `"|S2000000"` {
+			continue
+		}
+		// A missing chunk of the 2 MB items reads as zeros.
+		buf := make([]byte, 3<<20)
+		for i := range buf {
+			buf[i] = 0xff
+		}
+		h := int64(len(a.Header()))
+		if _, err := a.ReadAt(buf, h+1000); err != nil {
+			t.Fatalf("%s fill %s: read: %v", tc.dt, tc.fill, err)
+		}
+		if i := slices.IndexFunc(buf, func(c byte) bool { return c != 0 }); i >= 0 {
+			t.Fatalf("%s fill %s: byte %d of a missing chunk is %#x", tc.dt, tc.fill, i, buf[i])
 		}
 	}
 }
