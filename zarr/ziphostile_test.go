@@ -2,8 +2,10 @@ package zarr
 
 import (
 	"bytes"
+	"compress/flate"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -165,4 +167,57 @@ func TestZipTreeHostile(t *testing.T) {
 			t.Errorf("problems %v, want one note (pack.ErrUnsupported) naming h.zip: bad", p)
 		}
 	})
+}
+
+// TestZipTreeMetaKept lists a zipped group of eight arrays whose
+// .zarray documents are 20 MiB each (spaces, deflated to KiB): what the
+// tree keeps of them stays within maxTreeMeta, the arrays past it are
+// folders and problems, and MemSize counts what is kept, so that the
+// tree cache's budget sees it.
+func TestZipTreeMetaKept(t *testing.T) {
+	const arrays, pad = 8, 20 << 20
+	ms := []testkit.ZipMember{{Name: ".zgroup", Data: []byte(`{"zarr_format":2}`)}}
+	for i := range arrays {
+		doc := append([]byte(`{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"<f8","compressor":null,"fill_value":0,"order":"C","filters":null}`), bytes.Repeat([]byte{' '}, pad)...)
+		var z bytes.Buffer
+		w, _ := flate.NewWriter(&z, flate.BestSpeed)
+		w.Write(doc)
+		w.Close()
+		ms = append(ms, testkit.ZipMember{Name: fmt.Sprintf("a%d/.zarray", i), Data: z.Bytes(), Method: 8, Plain: doc})
+	}
+	b := testkit.BuildZip(ms, nil)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	tr, err := OpenZipTree(bytes.NewReader(b), int64(len(b)), "meta.zarr.zip", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := tr.ReadDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	kept := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	arraysShown := 0
+	for _, e := range es {
+		if !e.Dir && strings.HasSuffix(e.Name, ".npy") {
+			arraysShown++
+		}
+	}
+	t.Logf("%d of %d arrays shown; heap kept %d MiB; MemSize %d MiB; problems %v", arraysShown, arrays, kept>>20, tr.MemSize()>>20, tr.Problems())
+	if kept > maxTreeMeta+16<<20 {
+		t.Errorf("heap kept after listing: %d MiB, more than the %d MiB bound + 16", kept>>20, maxTreeMeta>>20)
+	}
+	if arraysShown == 0 || arraysShown == arrays {
+		t.Errorf("%d of %d arrays shown; want those within the bound only", arraysShown, arrays)
+	}
+	if tr.MemSize() < int64(arraysShown)*pad {
+		t.Errorf("MemSize %d, less than the %d documents kept", tr.MemSize(), arraysShown)
+	}
+	if !strings.Contains(fmt.Sprint(tr.Problems()), "meta.zarr.zip") {
+		t.Errorf("no problem names the archive: %v", tr.Problems())
+	}
+	runtime.KeepAlive(tr)
 }

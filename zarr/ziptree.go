@@ -42,6 +42,17 @@ var ZipSuffixes = []string{".zip", ".ozx"}
 // whole when opened. A larger one gives an error when opened.
 const maxPlainInflate = MaxMetaSize
 
+// maxTreeMeta bounds the metadata documents a tree keeps in all, as
+// long as it is open: its consolidated metadata, its arrays' zarr.json
+// or .zarray and .zattrs, its groups' attributes. Each document may be
+// MaxMetaSize; a hostile archive may hold thousands. An array or group
+// whose documents would pass the bound is shown as a folder (a problem),
+// a consolidated document past it is not used.
+const maxTreeMeta = MaxMetaSize
+
+// errTreeMeta is the error of a document past maxTreeMeta.
+var errTreeMeta = fmt.Errorf("%w: the metadata kept of the archive's arrays and groups would pass %d MiB in all", ErrTooLarge, maxTreeMeta>>20)
+
 // maxProblems bounds the problems a tree keeps (the refused members of
 // a hostile archive may be millions); the last one counts the rest.
 const maxProblems = 256
@@ -94,6 +105,19 @@ type ZipTree struct {
 	seen     map[string]bool // the problems' texts
 	dropped  int             // problems past maxProblems
 	names    int64           // bytes of the members' names
+	kept     int64           // bytes of metadata documents kept (maxTreeMeta)
+}
+
+// keep charges n bytes of metadata documents kept to the tree, and
+// reports whether they stay within maxTreeMeta (else nothing is charged).
+func (t *ZipTree) keep(n int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.kept+int64(n) > maxTreeMeta {
+		return false
+	}
+	t.kept += int64(n)
+	return true
 }
 
 // zipNode is one entry of the tree.
@@ -289,8 +313,8 @@ func (t *ZipTree) Problems() []error {
 func (t *ZipTree) Root() pack.TreeEntry { return t.top.entry }
 
 // MemSize returns roughly what the tree holds in memory: the archive's
-// directory (a few dozen bytes a member and its name) and the listings
-// made of it.
+// directory (a few dozen bytes a member and its name), the listings made
+// of it and the metadata documents kept.
 func (t *ZipTree) MemSize() int64 {
 	a := t.root.z.a
 	n := int64(a.Len()) * 96
@@ -298,6 +322,7 @@ func (t *ZipTree) MemSize() int64 {
 	for _, d := range t.dirs {
 		n += int64(len(d.nodes)) * 256
 	}
+	n += t.kept
 	t.mu.Unlock()
 	return n + t.names
 }
@@ -352,6 +377,10 @@ func (t *ZipTree) parseLevel(dir, name string, b []byte) (c *ConsolidatedMeta, g
 	}
 	group = name == ".zmetadata" || cm.NodeType() == "group" || t.has(JoinKey(dir, ".zgroup"))
 	if cm.HasDocs() {
+		if !t.keep(len(b)) {
+			t.problem(fmt.Errorf("%s: %s: consolidated metadata not used: %w", t.name, t.root.prefix+JoinKey(dir, name), errTreeMeta))
+			return nil, group
+		}
 		return cm, group
 	}
 	return nil, group
@@ -453,6 +482,9 @@ func (t *ZipTree) classify(f string, docs metaDocs) (*zipNode, error) {
 	if err := t.describe(n); err != nil {
 		return t.unread(n, err)
 	}
+	if !t.keep(len(n.meta) + len(n.attrs) + len(n.entry.XAttrs["user.zarr.attrs"])) {
+		return t.unread(n, errTreeMeta)
+	}
 	return n, nil
 }
 
@@ -498,6 +530,10 @@ func (t *ZipTree) groupAttrs(f string, v3 bool, doc []byte, docs metaDocs) map[s
 	}
 	attrs = bytes.TrimSpace(attrs)
 	if len(attrs) == 0 || string(attrs) == "{}" || string(attrs) == "null" {
+		return nil
+	}
+	if !t.keep(len(attrs)) {
+		t.problem(fmt.Errorf("%s: %s: attributes left out: %w", t.name, t.root.prefix+f, errTreeMeta))
 		return nil
 	}
 	return map[string][]byte{"user.zarr.attrs": slices.Clone(attrs)}
