@@ -305,7 +305,8 @@ var simpleDescr = sync.OnceValue(func() *regexp.Regexp {
 })
 
 // Itemsize returns the item size of a simple NumPy dtype string ("<f8",
-// "|S5"), or -1 when it cannot tell.
+// "|S5"), or -1 when it cannot tell or it exceeds 2 GiB (a "<U" count
+// whose four bytes a character would wrap).
 func Itemsize(s string) int {
 	m := simpleDescr().FindStringSubmatch(s)
 	if m == nil {
@@ -317,6 +318,9 @@ func Itemsize(s string) int {
 		if err != nil {
 			return -1
 		}
+		if v > maxDtypeSize {
+			return -1
+		}
 		n = v
 	}
 	switch m[2] {
@@ -325,7 +329,7 @@ func Itemsize(s string) int {
 	case "b", "i", "u", "f", "c", "S", "a", "V", "M", "m":
 		return n
 	case "U":
-		if n < 0 {
+		if n < 0 || n > maxDtypeSize/4 {
 			return -1
 		}
 		return 4 * n

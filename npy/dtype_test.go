@@ -81,3 +81,16 @@ func FuzzDescrLiteral(f *testing.F) {
 		}
 	})
 }
+
+// TestItemsizeBounds: counts past 2 GiB are unknown item sizes, also
+// where four bytes a character would wrap ("<U" of 2^62+1 was 4).
+func TestItemsizeBounds(t *testing.T) {
+	for s, want := range map[string]int{
+		"<f8": 8, "|S5": 5, "<U3": 12, "|V2147483648": 1 << 31,
+		"<U4611686018427387905": -1, "|S9223372036854775807": -1, "|V2147483649": -1, "<U99999999999999999999": -1, "<U536870912": 1 << 31, "<U536870913": -1,
+	} {
+		if got := Itemsize(s); got != want {
+			t.Errorf("Itemsize(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
