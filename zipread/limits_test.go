@@ -2,11 +2,15 @@ package zipread
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
 )
 
 // TestUnder lists the members below a prefix, in name order.
@@ -178,5 +182,86 @@ func TestDataOffsetOnce(t *testing.T) {
 	}
 	if n := r.reads.Load(); n != 2 {
 		t.Errorf("%d reads, want 2 (a local header each)", n)
+	}
+}
+
+// zip64End rewrites the end of archive b (as build writes it: a 22-byte
+// end record, no comment) as a ZIP64 archive's: a ZIP64 end record and
+// its locator before the end record, whose own fields say "see ZIP64".
+// The ZIP64 record says count members, a directory of cdSize bytes at
+// cdOff; the locator points at locOff (-1: at the record).
+func zip64End(b []byte, count, cdSize, cdOff uint64, locOff int64) []byte {
+	le := binary.LittleEndian
+	end := len(b) - 22
+	out := append([]byte(nil), b[:end]...)
+	if locOff < 0 {
+		locOff = int64(end)
+	}
+	r := le.AppendUint32(nil, 0x06064b50)
+	r = le.AppendUint64(r, 44)
+	r = le.AppendUint16(r, 45)
+	r = le.AppendUint16(r, 45)
+	r = le.AppendUint32(r, 0)
+	r = le.AppendUint32(r, 0)
+	r = le.AppendUint64(r, count)
+	r = le.AppendUint64(r, count)
+	r = le.AppendUint64(r, cdSize)
+	r = le.AppendUint64(r, cdOff)
+	out = append(out, r...)
+	l := le.AppendUint32(nil, 0x07064b50)
+	l = le.AppendUint32(l, 0)
+	l = le.AppendUint64(l, uint64(locOff))
+	l = le.AppendUint32(l, 1)
+	out = append(out, l...)
+	e := append([]byte(nil), b[end:]...)
+	le.PutUint16(e[8:], 0xffff)
+	le.PutUint16(e[10:], 0xffff)
+	le.PutUint32(e[12:], 0xffffffff)
+	le.PutUint32(e[16:], 0xffffffff)
+	return append(out, e...)
+}
+
+// TestZip64EndLies opens archives whose ZIP64 end record or locator lie
+// (counts and directory sizes past the bounds, a directory past its end,
+// more members than its bytes hold, a locator past the end or at no
+// record): each is an error naming the archive, and none allocates what
+// it claims. The honest record opens.
+func TestZip64EndLies(t *testing.T) {
+	b := build(t, []zm{{Name: "good", Data: []byte("good bytes")}}, nil)
+	le := binary.LittleEndian
+	cdSize, cdOff := uint64(le.Uint32(b[len(b)-10:])), uint64(le.Uint32(b[len(b)-6:]))
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want error // nil: opens
+	}{
+		{"honest", zip64End(b, 1, cdSize, cdOff, -1), nil},
+		{"members past MaxMembers", zip64End(b, 1<<40, cdSize, cdOff, -1), ErrUnsupported},
+		{"directory past MaxDirectory", zip64End(b, 1, 1<<40, cdOff, -1), ErrUnsupported},
+		{"directory past its end", zip64End(b, 1, cdSize, 1<<40, -1), ErrFormat},
+		{"more members than the directory holds", zip64End(b, 1<<20, cdSize, cdOff, -1), ErrFormat},
+		{"locator past the end", zip64End(b, 1, cdSize, cdOff, 1<<40), ErrFormat},
+		{"locator at no record", zip64End(b, 1, cdSize, cdOff, 0), ErrFormat},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := testkit.StartAlloc()
+			a, err := Open(bytes.NewReader(tc.b), int64(len(tc.b)), "lying.zip")
+			if n := mem.Allocated(); n > 1<<20 {
+				t.Errorf("Open allocated %d KiB", n>>10)
+			}
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				i, ok := a.Lookup("good")
+				if got, err := a.ReadFile(i, 1<<20); !ok || err != nil || string(got) != "good bytes" {
+					t.Fatalf("good: %q %v", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "lying.zip") {
+				t.Fatalf("Open: %v, want %v naming the archive", err, tc.want)
+			}
+		})
 	}
 }
