@@ -324,3 +324,30 @@ func TestHostileDir(t *testing.T) {
 		t.Errorf("embed.b2e without a marker: %v", err)
 	}
 }
+
+// TestDirSourceWalkBound walks a store directory of many entries that
+// are not files (symbolic links, empty folders): they count against
+// maxWalked, so that a directory of millions of them is refused rather
+// than read; under the bound the files among them are listed, across
+// reads of a thousand entries.
+func TestDirSourceWalkBound(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f.b2nd"), []byte("x"), 0o644)
+	for i := range 1500 {
+		os.Symlink("f.b2nd", filepath.Join(dir, fmt.Sprintf("l%04d", i)))
+	}
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	for i := range 40 {
+		os.Mkdir(filepath.Join(dir, "sub", fmt.Sprintf("d%02d", i)), 0o755)
+	}
+	os.WriteFile(filepath.Join(dir, "sub", "g.b2f"), []byte("y"), 0o644)
+	ms, err := NewDirSource(dir).Members()
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("members %v, %v; want f.b2nd and sub/g.b2f", ms, err)
+	}
+	defer func(n int) { maxWalked = n }(maxWalked)
+	maxWalked = 1000
+	if _, err := NewDirSource(dir).Members(); !errors.Is(err, ErrBadEntry) {
+		t.Fatalf("1,543 entries, bound 1,000: %v, want ErrBadEntry", err)
+	}
+}
