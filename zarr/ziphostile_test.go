@@ -122,6 +122,40 @@ func TestZipTreeHostile(t *testing.T) {
 			}
 		})
 	}
+	t.Run("metadata bomb", func(t *testing.T) {
+		// bad/.zarray (ms[4]) a deflate bomb, honest about its size and
+		// lying: bad is a folder and a problem naming the archive and
+		// the array; good still reads; the inflate stops at the bound
+		// of one document.
+		for _, usize := range []int64{256 << 20, 400} {
+			ms, plain := hostileZarrMembers()
+			ms[4] = testkit.ZipMember{Name: "bad/.zarray", Data: bomb, Method: 8, USize: usize, Plain: make([]byte, min(usize, 400))}
+			b := testkit.BuildZip(ms, nil)
+			mem := testkit.StartAlloc()
+			tr, err := OpenZipTree(bytes.NewReader(b), int64(len(b)), "hostile.zarr.zip", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ents, err := tr.ReadDir("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ents {
+				if e.Name == "bad.npy" {
+					t.Errorf("claims %d: bad.npy is shown", usize)
+				}
+			}
+			if probs := fmt.Sprint(tr.Problems()); !strings.Contains(probs, "hostile.zarr.zip") || !strings.Contains(probs, "bad") {
+				t.Errorf("claims %d: problems %s, want one naming the archive and bad", usize, probs)
+			}
+			if !bytes.HasSuffix(readTreeFile(t, tr, "good.npy"), plain) {
+				t.Errorf("claims %d: good.npy does not read what was written", usize)
+			}
+			if got := mem.Allocated(); got > MaxMetaSize+16<<20 {
+				t.Errorf("claims %d: listing allocated %d MiB", usize, got>>20)
+			}
+		}
+	})
 	t.Run("directory past the end", func(t *testing.T) {
 		ms, _ := hostileZarrMembers()
 		b := testkit.BuildZip(ms, &testkit.ZipEnd{DirOffset: 1 << 30})
