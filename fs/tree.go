@@ -112,15 +112,20 @@ func (t *openTree) stat(p string) (pack.TreeEntry, error) {
 	if err != nil {
 		return pack.TreeEntry{}, err
 	}
-	if i, ok := slices.BinarySearchFunc(ents, name, func(e pack.TreeEntry, n string) int { return strings.Compare(e.Name, n) }); ok {
-		return ents[i], nil
-	}
-	for _, e := range ents { // a provider that does not sort
-		if e.Name == name {
-			return e, nil
-		}
+	if e, ok := findTreeEntry(ents, name); ok {
+		return e, nil
 	}
 	return pack.TreeEntry{}, fmt.Errorf("%s: %s: %w", t.name, p, pack.ErrNotInTree)
+}
+
+// findTreeEntry finds the entry name among ents, a directory's entries
+// sorted by name as pack.Tree's ReadDir returns them.
+func findTreeEntry(ents []pack.TreeEntry, name string) (pack.TreeEntry, bool) {
+	i, ok := slices.BinarySearchFunc(ents, name, func(e pack.TreeEntry, n string) int { return strings.Compare(e.Name, n) })
+	if !ok {
+		return pack.TreeEntry{}, false
+	}
+	return ents[i], true
 }
 
 // ino returns the inode number of the entry at p: the same for the same
@@ -297,10 +302,8 @@ func (d *treeDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if errno != 0 {
 		return nil, errno
 	}
-	for _, e := range ents {
-		if e.Name == name {
-			return newTreeChild(ctx, d.EmbeddedInode(), d.t, path.Join(d.path, name), e, out)
-		}
+	if e, ok := findTreeEntry(ents, name); ok {
+		return newTreeChild(ctx, d.EmbeddedInode(), d.t, path.Join(d.path, name), e, out)
 	}
 	return nil, syscall.ENOENT
 }
