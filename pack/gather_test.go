@@ -145,3 +145,72 @@ func randomRuns(rng *rand.Rand, size int64, order int) ([]Run, int64) {
 	}
 	return runs, to
 }
+
+// TestWarmRuns checks that WarmRuns decodes the blocks of a sequential
+// reader's gathers into the cache and copies nothing, so that the
+// gathers after it decode nothing: as byte planes for long rows, whole
+// for short ones; and that it keeps nothing without a cache.
+func TestWarmRuns(t *testing.T) {
+	plain := testPlain(1 << 20)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 4, Blocksize: 64 << 10}
+	p.Filters[5] = blosc.FilterShuffle
+	src := newMemSource(t, plain, 256<<10, p) // 4 chunks of 4 blocks
+	for _, tc := range []struct {
+		name   string
+		row    int64 // bytes of a row, each chunk's rows end to end
+		planes bool  // kept as byte planes
+	}{
+		{"long rows", 1024, true},
+		{"short rows", 16, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cache.New[BlockKey](16 << 20)
+			r := NewChunkReader("mem", src, c)
+			// The rows of every chunk, as a read of an N-D view takes
+			// them: one run per chunk, its rows 4 apart in the buffer.
+			rows := int64(256<<10) / tc.row
+			var runs []Run
+			for ch := range int64(4) {
+				runs = append(runs, Run{At: ch << 18, To: ch * tc.row, N: tc.row, Rows: rows, AtStride: tc.row, ToStride: 4 * tc.row})
+			}
+			size := rows * 4 * tc.row
+			buf := make([]byte, size)
+			if err := r.WarmRuns(buf, runs); err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(buf, func(b byte) bool { return b != 0 }) {
+				t.Fatal("WarmRuns wrote into the buffer")
+			}
+			warm := c.Stats()
+			if warm.Loads != 16 {
+				t.Fatalf("WarmRuns decoded %d blocks, want the 16 blocks the rows lie in", warm.Loads)
+			}
+			if got := c.Contains(r.planesKey(3, 3)); got != tc.planes {
+				t.Fatalf("block kept as planes: %v, want %v", got, tc.planes)
+			}
+			if err := r.ReadRuns(buf, runs, true); err != nil {
+				t.Fatal(err)
+			}
+			if s := c.Stats(); s.Loads != warm.Loads || r.direct.Load() != 0 || r.ranged.Load() != 0 {
+				t.Fatalf("the gather after WarmRuns decoded again: %d cache loads (%d before), %d direct, %d ranged",
+					s.Loads, warm.Loads, r.direct.Load(), r.ranged.Load())
+			}
+			for _, run := range runs {
+				for k := range run.Rows {
+					at, to := run.At+k*run.AtStride, run.To+k*run.ToStride
+					if !bytes.Equal(buf[to:to+run.N], plain[at:at+run.N]) {
+						t.Fatalf("run %+v, row %d: wrong bytes", run, k)
+					}
+				}
+			}
+			if s := c.Stats(); s.Entries != 0 {
+				t.Fatalf("%d blocks left in the cache after the sequential gather read them all", s.Entries)
+			}
+		})
+	}
+	// Without a cache there is nothing to warm.
+	r := NewChunkReader("mem", src, NoCache{})
+	if err := r.WarmRuns(make([]byte, 720), []Run{{At: 0, N: 720}}); err != nil {
+		t.Fatal(err)
+	}
+}

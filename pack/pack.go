@@ -686,6 +686,22 @@ func (r *ChunkReader) ReadRuns(p []byte, runs []Run, once bool) error {
 	if once {
 		mode = readOnce
 	}
+	return r.readRuns(p, runs, mode)
+}
+
+// WarmRuns decodes the blocks that ReadRuns(p, runs, true) would read
+// into the cache, as ReadRuns would keep them (byte planes where its
+// windows are long rows), and copies nothing: a sequential reader's
+// gathers that follow find them there (see Streamer). p is only the
+// bounds of the runs' destinations.
+func (r *ChunkReader) WarmRuns(p []byte, runs []Run) error {
+	if _, none := r.cache.(NoCache); none {
+		return nil
+	}
+	return r.readRuns(p, runs, readWarm)
+}
+
+func (r *ChunkReader) readRuns(p []byte, runs []Run, mode readMode) error {
 	size := r.Size()
 	g := gathers.Get().(*gather)
 	defer g.put()
@@ -1226,7 +1242,7 @@ func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) e
 			continue
 		}
 		if mode == readWarm {
-			if r.cache.Contains(r.key(pc.chunk, pc.block)) {
+			if r.cache.Contains(r.key(pc.chunk, pc.block)) || pc.planes > 1 && r.cache.Contains(r.planesKey(pc.chunk, pc.block)) {
 				continue
 			}
 		} else if blk, ok := r.cache.TryAcquire(r.pieceKey(pc)); ok {

@@ -287,9 +287,14 @@ func (a *Array) ReadAtOnce(p []byte, off int64) (int, error) {
 // Prefetch decodes the Blosc blocks behind [off, off+n) of the view
 // into the cache, several in parallel, so that the reads that follow
 // find them (see pack.Streamer; reader returns where the reader being
-// served has got to in the view). Where the chunk space is not the
-// view's data, it reads the range into scratch memory to the same end.
+// served has got to in the view). An N-D array's blocks go into the
+// cache as the gathers of its view's sequential reader keep them
+// (warmRuns); an array without a ChunkReader has the range read into
+// scratch memory to the same end.
 func (a *Array) Prefetch(off, n int64, reader func() int64) error {
+	if a.cr != nil && !a.contig && len(a.gshape) > 0 {
+		return a.warmRuns(off, n, reader)
+	}
 	if a.cr == nil || !a.contig {
 		bp := scratch.Get().(*[]byte)
 		defer scratch.Put(bp)
@@ -314,6 +319,44 @@ func (a *Array) Prefetch(off, n int64, reader func() int64) error {
 		at = func() int64 { return reader() - h }
 	}
 	return a.cr.Prefetch(off-h, n, at)
+}
+
+// warmRuns decodes the blocks behind [off, off+n) of an N-D view into
+// the cache, as the gathers of a sequential reader of that range would
+// keep them (byte planes for long rows), a mebibyte at a time.
+func (a *Array) warmRuns(off, n int64, reader func() int64) error {
+	h := int64(len(a.hdr))
+	if off < h {
+		n -= h - off
+		off = h
+	}
+	off -= h
+	n = min(n, a.dataSize-off)
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	t := tables.Get().(*runTable)
+	defer t.put()
+	for n > 0 {
+		k := min(n, int64(len(*bp)))
+		if reader != nil && reader()-h >= off+k {
+			off, n = off+k, n-k // the reader is past it
+			continue
+		}
+		w := a.walkFrom(off, t)
+		for w.done < k {
+			a.nextRuns(t, &w, k)
+			t.group()
+			t.packed = slices.Grow(t.packed[:0], len(t.sorted))[:len(t.sorted)]
+			for j, r := range t.sorted {
+				t.packed[j] = r.pack(a.chunkBytes)
+			}
+			if err := a.cr.WarmRuns((*bp)[:k], t.packed); err != nil {
+				return err
+			}
+		}
+		off, n = off+k, n-k
+	}
+	return nil
 }
 
 var _ pack.Streamer = (*Array)(nil)

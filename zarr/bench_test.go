@@ -252,8 +252,8 @@ var ndCases = func() []ndCase {
 
 // writeNDStore writes a Zarr v2 array of the case's geometry into dir
 // (a random walk along the last dimension, as gen.py's walk and cube)
-// and returns its path.
-func writeNDStore(b *testing.B, dir string, nc ndCase) string {
+// and returns its path and its bytes in C order.
+func writeNDStore(b testing.TB, dir string, nc ndCase) (string, []byte) {
 	b.Helper()
 	store := filepath.Join(dir, nc.name+".zarr")
 	os.MkdirAll(store, 0o755)
@@ -359,7 +359,7 @@ func writeNDStore(b *testing.B, dir string, nc ndCase) string {
 			break
 		}
 	}
-	return store
+	return store, data
 }
 
 // BenchmarkSequentialND reads N-D arrays (ndCases) whole through their
@@ -368,7 +368,7 @@ func writeNDStore(b *testing.B, dir string, nc ndCase) string {
 func BenchmarkSequentialND(b *testing.B) {
 	dir := b.TempDir()
 	for _, nc := range ndCases {
-		store := writeNDStore(b, dir, nc)
+		store, _ := writeNDStore(b, dir, nc)
 		b.Run(nc.name, func(b *testing.B) {
 			buf := make([]byte, 1<<20)
 			defer cpuMetric(b)()
