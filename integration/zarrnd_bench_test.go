@@ -70,8 +70,9 @@ const (
 // (the processes compared taking turns); the median is kept. Single runs
 // of python3-zarr moved by 2× between runs on the shared 2-core machine
 // (the first touch of a fresh process's memory costs 8-12 ms per MiB
-// there, and varies).
-const ndRuns = 5
+// there, and varies). Medians of 5 left a different row of the table
+// over its target in each run.
+const ndRuns = 7
 
 // BenchmarkZarrTableND measures N-D arrays, chunked as real Zarr data is
 // (ndArray: 2-D and 3-D chunks, LZ4 and zstd, float32 and float64, each
