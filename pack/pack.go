@@ -1236,7 +1236,7 @@ func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) e
 		}
 		return r.fillOne(pieces[0], mode, nil)
 	}
-	missing := pieces[:0:0]
+	var missing []piece
 	for k, pc := range pieces {
 		if mode == readOnce && pc.wins == nil && r.takeRest(pc) {
 			continue
