@@ -129,8 +129,14 @@ const mountReads = 3
 // machine moves them alike.
 func medianMountReadsInterleaved(b *testing.B, srcs, names []string) []time.Duration {
 	b.Helper()
+	return medianMountReadsRuns(b, srcs, names, mountReads)
+}
+
+// medianMountReadsRuns is medianMountReadsInterleaved of runs rounds.
+func medianMountReadsRuns(b *testing.B, srcs, names []string, runs int) []time.Duration {
+	b.Helper()
 	ts := make([][]time.Duration, len(srcs))
-	for range mountReads {
+	for range runs {
 		for k := range srcs {
 			ts[k] = append(ts[k], freshMountRead(b, srcs[k], names[k]))
 		}
