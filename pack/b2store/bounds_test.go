@@ -1,0 +1,164 @@
+package b2store
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/pack"
+	"github.com/bloscfs/bloscfs/pack/frame"
+)
+
+// Lying inputs for the bounds of a store: each holds one item more than
+// its bound allows (vlmeta shown as extended attributes, values of a
+// .b2z), beside items at the bound, and must be refused as documented
+// (the item left out with one problem naming the store and what is
+// wrong), with no panic and bounded allocation.
+
+// vlLeaf is an SChunk frame of one byte whose vlmetalayers are vl
+// (values as given: msgpack, or not).
+func vlLeaf(t testing.TB, vl ...frame.Metalayer) []byte {
+	return writeFrame(t, []byte("v"), 1<<13, 1, nil, vl)
+}
+
+// jsonOfLen is a msgpack string whose JSON is n bytes: n-2 letters
+// between quotes.
+func jsonOfLen(t testing.TB, n int) []byte {
+	return packb(t, strings.Repeat("x", n-2))
+}
+
+// notMsgpack is n bytes that are no msgpack (0xc1, a code msgpack never
+// uses, then zeros): shown as {"$raw": base64}.
+func notMsgpack(n int) []byte {
+	b := make([]byte, n)
+	b[0] = 0xc1
+	return b
+}
+
+// xattrSizeMax is the largest value of an extended attribute Linux takes
+// (XATTR_SIZE_MAX): the bound maxXAttrValue must keep.
+const xattrSizeMax = 64 << 10
+
+// TestTreeXAttrValueTooLarge lies with a leaf's vlmeta value whose JSON
+// is one byte more than an extended attribute holds (Linux's 64 KiB),
+// beside a value of exactly 64 KiB of JSON and a small one: the leaf is
+// shown with the two that fit and without the liar, and the store
+// records one problem naming the store, the key and the value.
+func TestTreeXAttrValueTooLarge(t *testing.T) {
+	fr := vlLeaf(t,
+		frame.Metalayer{Name: "edge", Value: jsonOfLen(t, xattrSizeMax)},
+		frame.Metalayer{Name: "over", Value: jsonOfLen(t, xattrSizeMax+1)},
+		frame.Metalayer{Name: "small", Value: packb(t, "ok")})
+	tr, err := treeOfBytes(embedStoreOf(t, map[string][]byte{"/leaf": fr}), "xattr.b2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ents, err := tr.ReadDir("")
+	if err != nil || len(ents) != 1 || ents[0].Name != "leaf" {
+		t.Fatalf("entries %v, %v; want the leaf", ents, err)
+	}
+	xa := ents[0].XAttrs
+	if len(xa) != 2 || len(xa[XAttrPrefix+"edge"]) != xattrSizeMax || string(xa[XAttrPrefix+"small"]) != `"ok"` {
+		t.Errorf("xattrs of %d values (edge %d bytes, small %q), want edge of %d bytes and small",
+			len(xa), len(xa[XAttrPrefix+"edge"]), xa[XAttrPrefix+"small"], xattrSizeMax)
+	}
+	probs := tr.Problems()
+	want := fmt.Sprintf(`xattr.b2e: "/leaf": vlmeta "over" is not shown: %v: %d bytes of JSON, more than an extended attribute holds (%d)`,
+		ErrVLMeta, xattrSizeMax+1, xattrSizeMax)
+	if len(probs) != 1 || !errors.Is(probs[0], ErrVLMeta) || probs[0].Error() != want {
+		t.Errorf("problems %v\nwant one: %s", probs, want)
+	}
+	if b := readTreeFile(t, tr, "leaf"); string(b) != "v" {
+		t.Errorf("the leaf reads %q", b)
+	}
+}
+
+// rawFits is the largest value of bytes that are no msgpack whose
+// {"$raw": base64} is at most MaxVLMetaJSON bytes.
+func rawFits() int {
+	return (MaxVLMetaJSON - len(`{"$raw":""}`)) / 4 * 3
+}
+
+// TestVLMetaRawTooLarge lies with vlmeta values that are no msgpack (as
+// c-blosc2's own tools write them, shown as {"$raw": base64}) whose
+// base64 would pass MaxVLMetaJSON: one 3 bytes over the largest that
+// fits, and one of pack.MaxMetaLayer bytes (16 MiB that a frame stores
+// in a few KiB). VLMeta.Shown refuses both with an error wrapping
+// ErrVLMeta that names the store, the key and the value, without
+// encoding them (the largest allocates no more than its two readings),
+// and shows the one that fits; the tree shows the leaf without any of
+// the three (the one that fits is still too large for an attribute),
+// with one problem each.
+func TestVLMetaRawTooLarge(t *testing.T) {
+	fits := rawFits()
+	if n := base64.StdEncoding.EncodedLen(fits+1) + len(`{"$raw":""}`); n <= MaxVLMetaJSON {
+		t.Fatalf("%d bytes show in %d bytes: not past the bound", fits+1, n)
+	}
+	huge := int(pack.MaxMetaLayer)
+	fr := vlLeaf(t,
+		frame.Metalayer{Name: "fits", Value: notMsgpack(fits)},
+		frame.Metalayer{Name: "over", Value: notMsgpack(fits + 1)},
+		frame.Metalayer{Name: "huge", Value: notMsgpack(huge)})
+	b := embedStoreOf(t, map[string][]byte{"/leaf": fr})
+	s, err := OpenEmbedStore(bytes.NewReader(b), int64(len(b)), "raw.b2e", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, l, err := s.Lookup("/leaf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := l.VLMeta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := vm.Shown("fits")
+	if err != nil || len(j) > MaxVLMetaJSON || len(j) < MaxVLMetaJSON-3 || !bytes.HasPrefix(j, []byte(`{"$raw":"wQAA`)) {
+		t.Errorf("fits: %d bytes %.20q, %v; want {\"$raw\": …} of at most %d bytes", len(j), j, err, MaxVLMetaJSON)
+	}
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"over", fits + 1}, {"huge", huge}} {
+		mem := testkit.StartAlloc()
+		j, err := vm.Shown(c.name)
+		got := mem.Allocated()
+		want := fmt.Sprintf(`raw.b2e:/leaf: vlmeta %q: %v: %d bytes, not msgpack, too large to show`, c.name, ErrVLMeta, c.n)
+		if err == nil || !errors.Is(err, ErrVLMeta) || err.Error() != want {
+			t.Errorf("%s: %d bytes, %v\nwant the error %s", c.name, len(j), err, want)
+		}
+		// Reading the value twice (as msgpack, then as it is) is what it
+		// may cost; its base64 would be a third of that again, twice.
+		if limit := uint64(2*c.n + 1<<20); got > limit {
+			t.Errorf("%s: refusing %d bytes allocated %d, more than %d", c.name, c.n, got, limit)
+		}
+	}
+
+	tr, err := treeOfBytes(b, "raw.b2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ents, err := tr.ReadDir("")
+	if err != nil || len(ents) != 1 || len(ents[0].XAttrs) != 0 {
+		t.Fatalf("entries %v, %v; want the leaf without vlmeta", ents, err)
+	}
+	probs := fmt.Sprint(tr.Problems())
+	if n := len(tr.Problems()); n != 3 {
+		t.Errorf("%d problems, want 3: %s", n, probs)
+	}
+	for _, w := range []string{
+		fmt.Sprintf(`raw.b2e: "/leaf": vlmeta "fits" is not shown: %v: %d bytes of JSON, more than an extended attribute holds`, ErrVLMeta, len(j)),
+		fmt.Sprintf(`raw.b2e: "/leaf": vlmeta "over" is not shown: raw.b2e:/leaf: vlmeta "over": %v: %d bytes, not msgpack, too large to show`, ErrVLMeta, fits+1),
+		fmt.Sprintf(`raw.b2e: "/leaf": vlmeta "huge" is not shown: raw.b2e:/leaf: vlmeta "huge": %v: %d bytes, not msgpack, too large to show`, ErrVLMeta, huge),
+	} {
+		if !strings.Contains(probs, w) {
+			t.Errorf("problems %s\nlack %s", probs, w)
+		}
+	}
+}
