@@ -162,3 +162,53 @@ func TestVLMetaRawTooLarge(t *testing.T) {
 		}
 	}
 }
+
+// docEntries is the most values of a store the user guide promises to
+// show (and FORMATS.md §14): the bound MaxEntries must keep.
+const docEntries = 1 << 16
+
+// TestZipMembersPastMaxEntries lies with a .b2z of 1,000 more values
+// than MaxEntries (the real bound, 65,536: the archive is 7 MB of
+// headers, embed.b2e last as python-blosc2 writes it): ZipSource lists
+// no more than MaxEntries+1 of them and embed.b2e, the store keeps the
+// first MaxEntries and records one ErrBadEntry naming the archive, all
+// in bounded memory.
+func TestZipMembersPastMaxEntries(t *testing.T) {
+	n := docEntries + 1000
+	ms := make([]testkit.ZipMember, 0, n+1)
+	for i := range n {
+		ms = append(ms, testkit.ZipMember{Name: fmt.Sprintf("k%06d.b2nd", i)}) // no bytes: no frame
+	}
+	ms = append(ms, testkit.ZipMember{Name: EmbedFile, Data: newStoreWriter(MarkerDict, 1<<13).Frame()})
+	b := testkit.BuildZip(ms, nil)
+
+	mem := testkit.StartAlloc()
+	src, err := OpenZip(bytes.NewReader(b), int64(len(b)), "many.b2z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, _ := src.Members()
+	if len(members) != docEntries+2 || members[len(members)-1].Path != EmbedFile {
+		t.Errorf("%d members listed of %d, want %d: the first %d and %s", len(members), n+1, docEntries+2, docEntries+1, EmbedFile)
+	}
+	tr, err := OpenDirTree(src, "many.b2z", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	mem.Check(t, len(b), 0)
+	s := tr.Store()
+	if got := len(s.Leaves()); got != docEntries || tr.Root().Attrs["keys"] != fmt.Sprint(docEntries) {
+		t.Errorf("%d leaves (keys %s), want %d", got, tr.Root().Attrs["keys"], docEntries)
+	}
+	for key, in := range map[string]bool{"/k000000": true, fmt.Sprintf("/k%06d", docEntries-1): true, fmt.Sprintf("/k%06d", docEntries): false} {
+		if _, _, err := s.Lookup(key); (err == nil) != in {
+			t.Errorf("%s: %v, want kept %v", key, err, in)
+		}
+	}
+	probs := tr.Problems()
+	want := fmt.Sprintf("files; those past the first %d are left out", docEntries)
+	if len(probs) != 1 || !errors.Is(probs[0], ErrBadEntry) || !strings.HasPrefix(probs[0].Error(), "many.b2z: ") || !strings.HasSuffix(probs[0].Error(), want) {
+		t.Errorf("problems %v\nwant one: %s", probs, want)
+	}
+}
