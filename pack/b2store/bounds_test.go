@@ -78,6 +78,73 @@ func TestTreeXAttrValueTooLarge(t *testing.T) {
 	}
 }
 
+// TestTreeXAttrsPastTreeLimit lies with a store whose vlmeta, each small,
+// pass MaxTreeXAttrs in all (lowered here to eight values' worth: the
+// store's own, then five in /a and five in /b, listed in that order):
+// the root and /a show theirs, /b shows two of its five entries' and the
+// other three entries without theirs, one problem each, and what the
+// tree keeps is exactly the bound. Listing /b again changes nothing.
+func TestTreeXAttrsPastTreeLimit(t *testing.T) {
+	const valueJSON = 100
+	cost := int64(len(XAttrPrefix+"v") + valueJSON)
+	defer func(n int64) { MaxTreeXAttrs = n }(MaxTreeXAttrs)
+	MaxTreeXAttrs = 8 * cost
+	w := newStoreWriter(MarkerEmbed, 1<<13)
+	fr := vlLeaf(t, frame.Metalayer{Name: "v", Value: jsonOfLen(t, valueJSON)})
+	for _, d := range []string{"a", "b"} {
+		for i := range 5 {
+			w.Set(fmt.Sprintf("/%s/l%d", d, i), fr)
+		}
+	}
+	w.ExtraVL = []kv{{"v", strings.Repeat("x", valueJSON-2)}}
+	tr, err := treeOfBytes(w.Frame(), "many.b2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	kept := int64(0)
+	count := func(ents []pack.TreeEntry) (shown int) {
+		for _, e := range ents {
+			for n, v := range e.XAttrs {
+				kept += int64(len(n) + len(v))
+				shown++
+			}
+		}
+		return shown
+	}
+	if n := count([]pack.TreeEntry{tr.Root()}); n != 1 {
+		t.Errorf("the root shows %d values, want its one", n)
+	}
+	for _, c := range []struct {
+		dir   string
+		shown int
+	}{{"a", 5}, {"b", 2}} {
+		ents, err := tr.ReadDir(c.dir)
+		if err != nil || len(ents) != 5 {
+			t.Fatalf("%s: %d entries, %v; want all 5, with or without vlmeta", c.dir, len(ents), err)
+		}
+		if n := count(ents); n != c.shown {
+			t.Errorf("%s: %d entries show their vlmeta, want %d", c.dir, n, c.shown)
+		}
+	}
+	if kept != MaxTreeXAttrs {
+		t.Errorf("the tree shows %d bytes of vlmeta, want the bound, %d", kept, MaxTreeXAttrs)
+	}
+	probs := tr.Problems()
+	if len(probs) != 3 {
+		t.Errorf("%d problems, want 3: %v", len(probs), probs)
+	}
+	for _, p := range probs {
+		if !errors.Is(p, ErrVLMeta) || !strings.HasPrefix(p.Error(), `many.b2e: "/b/l`) ||
+			!strings.Contains(p.Error(), fmt.Sprintf(`vlmeta "v" is not shown: %v: the store's vlmeta pass %d bytes`, ErrVLMeta, MaxTreeXAttrs)) {
+			t.Errorf("problem %q, want ErrVLMeta naming the store, a key of /b and the bound", p)
+		}
+	}
+	if _, err := tr.ReadDir("b"); err != nil || len(tr.Problems()) != 3 {
+		t.Errorf("listing /b again: %v, %d problems", err, len(tr.Problems()))
+	}
+}
+
 // rawFits is the largest value of bytes that are no msgpack whose
 // {"$raw": base64} is at most MaxVLMetaJSON bytes.
 func rawFits() int {

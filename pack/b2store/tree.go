@@ -584,7 +584,7 @@ func (t *Tree) vlmetaXAttrs(vm *VLMeta, what string, probs *[]error) map[string]
 		}
 		t.mu.Unlock()
 		if over {
-			*probs = append(*probs, fmt.Errorf("%s: %q: vlmeta %q is not shown: the store's vlmeta pass %d bytes", t.s.name, what, n, MaxTreeXAttrs))
+			*probs = append(*probs, fmt.Errorf("%s: %q: vlmeta %q is not shown: %w: the store's vlmeta pass %d bytes", t.s.name, what, n, ErrVLMeta, MaxTreeXAttrs))
 			continue
 		}
 		out[x] = j
