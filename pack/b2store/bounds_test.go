@@ -5,7 +5,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bloscfs/bloscfs/internal/testkit"
@@ -142,6 +145,92 @@ func TestTreeXAttrsPastTreeLimit(t *testing.T) {
 	}
 	if _, err := tr.ReadDir("b"); err != nil || len(tr.Problems()) != 3 {
 		t.Errorf("listing /b again: %v, %d problems", err, len(tr.Problems()))
+	}
+}
+
+// failingSource is a store directory in memory whose member bad fails to
+// open (a bucket's read that failed: no verdict on the store).
+type failingSource struct {
+	files map[string][]byte
+	mu    sync.Mutex
+	bad   string
+}
+
+func (s *failingSource) fail(p string) { s.mu.Lock(); s.bad = p; s.mu.Unlock() }
+
+func (s *failingSource) Members() ([]Member, error) {
+	var out []Member
+	for p, b := range s.files {
+		out = append(out, Member{Path: p, Size: int64(len(b))})
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+func (s *failingSource) Open(p string) (io.ReaderAt, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.files[p]
+	switch {
+	case !ok:
+		return nil, 0, fmt.Errorf("%s: %w", p, ErrNotFound)
+	case p == s.bad:
+		return nil, 0, fmt.Errorf("%s: read failed: 503 SlowDown", p)
+	}
+	return bytes.NewReader(b), int64(len(b)), nil
+}
+
+// TestTreeXAttrsBoundAfterFailedListing lies with a TreeStore whose
+// vlmeta fill MaxTreeXAttrs exactly (lowered here to five values' worth:
+// those of directory a and of leaves l0 to l3), and listings of its top
+// directory that fail after some of them were counted: one on a read of
+// b's vlmeta (a's seen), one on a read of leaf z (a's and the four
+// leaves' seen). The listing that follows, which reads, shows all five,
+// as the vlmeta of a listing that failed, and is not kept, are no longer
+// counted against the bound.
+func TestTreeXAttrsBoundAfterFailedListing(t *testing.T) {
+	const valueJSON = 100
+	defer func(n int64) { MaxTreeXAttrs = n }(MaxTreeXAttrs)
+	MaxTreeXAttrs = 5 * int64(len(XAttrPrefix+"v")+valueJSON)
+	d := newDictWriter(MarkerTree, 1<<13, 0) // every value in a file of its own
+	fr := vlLeaf(t, frame.Metalayer{Name: "v", Value: jsonOfLen(t, valueJSON)})
+	for i := range 4 {
+		d.Set(fmt.Sprintf("/l%d", i), fr, 1, ".b2f")
+	}
+	d.Set("/z", vlLeaf(t), 1, ".b2f")
+	var vl []kv
+	d.SetVLMeta("/a", &vl, "v", strings.Repeat("x", valueJSON-2))
+	d.Set("/b/"+vlmetaKey, schunkWithVLMeta(t, nil), 0, ".b2f")
+	d.Set("/a/x", vlLeaf(t), 1, ".b2f")
+	d.Set("/b/x", vlLeaf(t), 1, ".b2f")
+	src := &failingSource{files: d.Contents()}
+	tr, err := OpenDirTree(src, "flaky.b2d", pack.NoCache{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for _, bad := range []string{"b/" + vlmetaKey + ".b2f", "z.b2f"} {
+		src.fail(bad)
+		if _, err := tr.ReadDir(""); err == nil || !strings.Contains(err.Error(), bad+": read failed") {
+			t.Fatalf("listing with %s failing: %v, want its failure", bad, err)
+		}
+	}
+	src.fail("")
+	ents, err := tr.ReadDir("")
+	if err != nil || len(ents) != 7 {
+		t.Fatalf("listing again: %d entries, %v", len(ents), err)
+	}
+	for _, e := range ents {
+		want := 1
+		if e.Name == "b" || e.Name == "z" {
+			want = 0
+		}
+		if len(e.XAttrs) != want {
+			t.Errorf("%s: %d vlmeta shown, want %d", e.Name, len(e.XAttrs), want)
+		}
+	}
+	if p := tr.Problems(); len(p) != 0 {
+		t.Errorf("problems %v", p)
 	}
 }
 
