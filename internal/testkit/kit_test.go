@@ -1,8 +1,11 @@
 package testkit
 
 import (
+	"archive/zip"
+	"bytes"
 	"go/parser"
 	"go/token"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bloscfs/bloscfs/zipread"
 )
 
 // kitPath is the import path of the test kit and its subpackages.
@@ -114,5 +119,37 @@ func TestEventually(t *testing.T) {
 	}
 	if d := time.Since(start); d < 50*time.Millisecond {
 		t.Errorf("gave up after %v, before the timeout of 50ms", d)
+	}
+}
+
+// TestBuildZipManyMembers: an archive of more members than its end
+// record can count carries ZIP64 end records: zipread counts every
+// member, and archive/zip reads them as written.
+func TestBuildZipManyMembers(t *testing.T) {
+	const n = 0xffff + 2
+	ms := make([]ZipMember, n)
+	for i := range ms {
+		ms[i] = ZipMember{Name: strconv.Itoa(i), Data: []byte{byte(i)}}
+	}
+	b := BuildZip(ms, nil)
+	a, err := zipread.Open(bytes.NewReader(b), int64(len(b)), "many.zip")
+	if err != nil || a.Len() != n {
+		t.Fatalf("zipread: %v; want %d members", err, n)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil || len(zr.File) != n {
+		t.Fatalf("%v; want %d members", err, n)
+	}
+	for _, i := range []int{0, 0xffff, n - 1} {
+		f := zr.File[i]
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if f.Name != strconv.Itoa(i) || err != nil || !bytes.Equal(got, []byte{byte(i)}) {
+			t.Errorf("member %d: %s %v, %v", i, f.Name, got, err)
+		}
 	}
 }

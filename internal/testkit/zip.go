@@ -45,8 +45,9 @@ type ZipEnd struct {
 }
 
 // BuildZip writes a ZIP archive of the members, in order, byte by byte
-// as the headers say (no ZIP64): for tests of archives no writer would
-// make.
+// as the headers say: for tests of archives no writer would make. No
+// ZIP64 but for the count: past 65,535 members, a ZIP64 end record and
+// its locator hold it (the end record says 0xFFFF, "see ZIP64").
 func BuildZip(ms []ZipMember, end *ZipEnd) []byte {
 	var out bytes.Buffer
 	le := binary.LittleEndian
@@ -112,11 +113,30 @@ func BuildZip(ms []ZipMember, end *ZipEnd) []byte {
 		out.WriteString(m.Name)
 		out.Write(m.CentralExtra)
 	}
+	cdLen := out.Len() - cd
+	if len(ms) > 0xffff {
+		r := le.AppendUint32(nil, 0x06064b50)
+		r = le.AppendUint64(r, 44) // the record's size past this field
+		r = le.AppendUint16(r, 45)
+		r = le.AppendUint16(r, 45)
+		r = le.AppendUint64(r, 0) // this disk, the directory's disk
+		r = le.AppendUint64(r, uint64(len(ms)))
+		r = le.AppendUint64(r, uint64(len(ms)))
+		r = le.AppendUint64(r, uint64(cdLen))
+		r = le.AppendUint64(r, uint64(cd))
+		l := le.AppendUint32(nil, 0x07064b50)
+		l = le.AppendUint32(l, 0)
+		l = le.AppendUint64(l, uint64(out.Len()))
+		l = le.AppendUint32(l, 1)
+		out.Write(r)
+		out.Write(l)
+	}
+	count := uint16(min(len(ms), 0xffff))
 	e := make([]byte, 22)
 	le.PutUint32(e, 0x06054b50)
-	le.PutUint16(e[8:], uint16(len(ms)))
-	le.PutUint16(e[10:], uint16(len(ms)))
-	le.PutUint32(e[12:], uint32(out.Len()-cd))
+	le.PutUint16(e[8:], count)
+	le.PutUint16(e[10:], count)
+	le.PutUint32(e[12:], uint32(cdLen))
 	le.PutUint32(e[16:], uint32(cd))
 	if end != nil && end.DirOffset != 0 {
 		le.PutUint32(e[16:], end.DirOffset)

@@ -367,17 +367,22 @@ type shown struct {
 
 // build makes the view of directory d: its subdirectories, and its
 // leaves, each opened once (several at a time) for its kind, size and
-// attributes.
+// attributes. A build that fails gives back the vlmeta it counted
+// against MaxTreeXAttrs: its view is not kept, and the next one counts
+// them again.
 func (t *Tree) build(d *Dir) (*dirView, []error, error) {
 	var probs []error
 	var out []*shown
 	var leaves []*Leaf
+	var counted int64
 	for _, n := range d.names {
 		if sub := d.dirs[n]; sub != nil {
 			xa, err := t.dirXAttrs(sub, &probs)
 			if err != nil {
+				t.uncount(counted)
 				return nil, nil, err
 			}
+			counted += xattrSize(xa)
 			e := pack.TreeEntry{Name: n, Dir: true, Attrs: map[string]string{"key": sub.Key}, XAttrs: xa}
 			if k := t.objects[sub.Key]; k != "" {
 				e.Attrs["object"] = k
@@ -412,9 +417,15 @@ func (t *Tree) build(d *Dir) (*dirView, []error, error) {
 	close(work)
 	wg.Wait()
 	for _, r := range res {
+		if r.sh != nil {
+			counted += xattrSize(r.sh.entry.XAttrs)
+		}
+	}
+	for _, r := range res {
 		probs = append(probs, r.probs...)
 		switch {
 		case r.err != nil && !verdict(r.err):
+			t.uncount(counted)
 			return nil, nil, r.err
 		case r.err != nil:
 			probs = append(probs, r.err)
@@ -432,6 +443,22 @@ func (t *Tree) build(d *Dir) (*dirView, []error, error) {
 		v.items[sh.name] = sh.item
 	}
 	return v, probs, nil
+}
+
+// xattrSize is what extended attributes xa count against MaxTreeXAttrs.
+func xattrSize(xa map[string][]byte) int64 {
+	var n int64
+	for k, v := range xa {
+		n += int64(len(k) + len(v))
+	}
+	return n
+}
+
+// uncount gives back n bytes counted against MaxTreeXAttrs.
+func (t *Tree) uncount(n int64) {
+	t.mu.Lock()
+	t.xattrBytes -= n
+	t.mu.Unlock()
 }
 
 // nameEntries settles the names of a directory's entries: directories
@@ -584,7 +611,7 @@ func (t *Tree) vlmetaXAttrs(vm *VLMeta, what string, probs *[]error) map[string]
 		}
 		t.mu.Unlock()
 		if over {
-			*probs = append(*probs, fmt.Errorf("%s: %q: vlmeta %q is not shown: the store's vlmeta pass %d bytes", t.s.name, what, n, MaxTreeXAttrs))
+			*probs = append(*probs, fmt.Errorf("%s: %q: vlmeta %q is not shown: %w: the store's vlmeta pass %d bytes", t.s.name, what, n, ErrVLMeta, MaxTreeXAttrs))
 			continue
 		}
 		out[x] = j
