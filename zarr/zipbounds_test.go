@@ -1,0 +1,123 @@
+package zarr
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/zipread"
+)
+
+// Lying tests of the bounds of a zipped tree: archives that claim or hold
+// more than a bound allows, refused cleanly within it.
+
+// TestZipTreeProblemsBounded lies about how much is wrong with an
+// archive: 300 members whose names cannot be shown (found when it is
+// opened), 300 array folders whose .zarray does not parse or asks for a
+// dtype that is refused (found when their directory is listed), and
+// both. The tree keeps maxProblems-1 of them, each naming the archive
+// and the member or folder, and counts the rest in a last one; the
+// dropped names are counted, not formatted.
+func TestZipTreeProblemsBounded(t *testing.T) {
+	const name = "problems.zip"
+	bad := func(ms []testkit.ZipMember, n int) []testkit.ZipMember {
+		for i := range n {
+			doc := `{"zarr_format":2,"shape":[` // cut short
+			if i%2 == 1 {
+				doc = `{"zarr_format":2,"shape":[2],"chunks":[1],"dtype":"|O","compressor":null,"fill_value":0,"order":"C"}`
+			}
+			ms = append(ms, testkit.ZipMember{Name: fmt.Sprintf("b%03d/.zarray", i), Data: []byte(doc)})
+		}
+		return ms
+	}
+	unsafe := func(ms []testkit.ZipMember, n int) []testkit.ZipMember {
+		for i := range n {
+			ms = append(ms, testkit.ZipMember{Name: fmt.Sprintf("../u%05d", i), Data: []byte("x")})
+		}
+		return ms
+	}
+	group := []testkit.ZipMember{{Name: ".zgroup", Data: []byte(`{"zarr_format":2}`)}}
+	for _, c := range []struct {
+		what          string
+		ms            []testkit.ZipMember
+		arrays, total int
+	}{
+		{"unsafe names", unsafe(group, 300), 0, 300},
+		{"broken arrays", bad(group, 300), 300, 300},
+		{"both", bad(unsafe(group, 200), 200), 200, 400},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			b := testkit.BuildZip(c.ms, nil)
+			tr, err := OpenZipTree(bytes.NewReader(b), int64(len(b)), name, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ents, err := tr.ReadDir("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ents) != 1+c.arrays {
+				t.Errorf("the root lists %d entries, want .zgroup and %d folders", len(ents), c.arrays)
+			}
+			for _, e := range ents[1:] {
+				if !e.Dir || !strings.HasPrefix(e.Name, "b") {
+					t.Errorf("entry %+v, want an array that does not open shown as its folder", e)
+					break
+				}
+			}
+			p := tr.Problems()
+			if len(p) != maxProblems {
+				t.Fatalf("%d problems, want %d: %d kept and one counting the rest", len(p), maxProblems, maxProblems-1)
+			}
+			seen := map[string]bool{}
+			for _, e := range p[:maxProblems-1] {
+				named := strings.HasPrefix(e.Error(), name+`: "../u`) || strings.HasPrefix(e.Error(), name+": b")
+				if !named || seen[e.Error()] {
+					t.Errorf("problem %q: want one naming %s and the member or folder, once", e, name)
+				}
+				seen[e.Error()] = true
+			}
+			want := fmt.Sprintf("%s: %d more problems", name, c.total-(maxProblems-1))
+			if got := p[maxProblems-1].Error(); got != want {
+				t.Errorf("last problem %q, want %q", got, want)
+			}
+			// A second listing finds nothing new.
+			if _, err := tr.ReadDir(""); err != nil || len(tr.Problems()) != maxProblems || tr.Problems()[maxProblems-1].Error() != want {
+				t.Errorf("after a second listing: %v, problems end %q", err, tr.Problems()[len(tr.Problems())-1])
+			}
+		})
+	}
+	t.Run("dropped names are not formatted", func(t *testing.T) {
+		// 20,000 unsafe names: opening the tree allocates little beyond
+		// what opening the archive and checking each member's name take
+		// (measured alone), not an error for each name dropped.
+		const n = 20000
+		b := testkit.BuildZip(unsafe(group, n), nil)
+		mem := testkit.StartAlloc()
+		a, err := zipread.Open(bytes.NewReader(b), int64(len(b)), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range a.Len() {
+			if m := a.Member(i); i > 0 && (m.Err == nil || ValidKey(m.Name)) {
+				t.Fatalf("member %d is not refused for its name", i)
+			}
+		}
+		dir := mem.Allocated()
+		mem = testkit.StartAlloc()
+		tr, err := OpenZipTree(bytes.NewReader(b), int64(len(b)), name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree := mem.Allocated()
+		t.Logf("archive and members %d KiB, tree %d KiB", dir>>10, tree>>10)
+		if tree > dir+512<<10 {
+			t.Errorf("opening the tree of %d unsafe names allocated %d KiB, the archive and its members %d KiB: more than 512 KiB for %d problems", n, tree>>10, dir>>10, maxProblems)
+		}
+		if p := tr.Problems(); len(p) != maxProblems || !strings.HasSuffix(p[len(p)-1].Error(), fmt.Sprintf(" %d more problems", n-(maxProblems-1))) {
+			t.Errorf("%d problems, the last %q", len(p), p[len(p)-1])
+		}
+	})
+}
