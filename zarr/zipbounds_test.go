@@ -2,7 +2,9 @@ package zarr
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -120,4 +122,80 @@ func TestZipTreeProblemsBounded(t *testing.T) {
 			t.Errorf("%d problems, the last %q", len(p), p[len(p)-1])
 		}
 	})
+}
+
+// TestZipTreePrefetchBudget lies about the size of the metadata a
+// listing reads ahead: 16 v3 arrays whose folders each hold a .zattrs
+// claiming 16 MiB (17 KiB of deflate that inflate to no such thing, and
+// that nothing but the read-ahead reads for a v3 array), the first four
+// filling the 64 MiB of prefetchBudget with their zarr.json, then an
+// array whose .zarray claims 1 GiB (more than MaxMetaSize). The listing
+// reads ahead at most 64 MiB of them: what it allocates stays within the
+// budget, not the 256 MiB claimed; the zarr.json past the budget are
+// read on their own, every array is listed and reads, and the 1 GiB
+// document is refused unread, a problem naming the archive and the
+// array.
+func TestZipTreePrefetchBudget(t *testing.T) {
+	// The budget as documented (prefetchBudget); a test against the
+	// constant itself would pass whatever it is raised to.
+	const budget = 64 << 20
+	const name, arrays, claim = "prefetch.zip", 16, budget / 4
+	rng := rand.New(rand.NewChaCha8([32]byte{1}))
+	noise := make([]byte, 17<<10)
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	junk := testkit.Deflate(noise) // inflates to 17 KiB, claimed to be 16 MiB
+	ms := []testkit.ZipMember{{Name: "zarr.json", Data: []byte(`{"zarr_format":3,"node_type":"group"}`)}}
+	for k := range arrays {
+		zj := []byte(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"bytes"}]}`)
+		d := fmt.Sprintf("a%02d/", k)
+		ms = append(ms,
+			testkit.ZipMember{Name: d + ".zattrs", Data: junk, Method: 8, USize: claim - int64(len(zj))},
+			testkit.ZipMember{Name: d + "c/0", Data: []byte{byte(k), 1, 2, 3}},
+			testkit.ZipMember{Name: d + "zarr.json", Data: zj})
+	}
+	ms = append(ms, testkit.ZipMember{Name: "big/.zarray", Data: junk, Method: 8, USize: 1 << 30})
+	b := testkit.BuildZip(ms, nil)
+	r := &countingReader{b: b}
+	mem := testkit.StartAlloc()
+	tr, err := OpenZipTree(r, int64(len(b)), name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.reads.Store(0)
+	ents, err := tr.ReadDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mem.Allocated()
+	t.Logf("listing: %d MiB allocated, %d reads of the archive", got>>20, r.reads.Load())
+	if got > budget+8<<20 {
+		t.Errorf("listing allocated %d MiB: more than the %d MiB read-ahead budget + 8 (the archive claims %d MiB)", got>>20, budget>>20, arrays*claim>>20)
+	}
+	// The four zarr.json within the budget are read ahead in one read
+	// with the documents beside them; the twelve past it one read each;
+	// big/.zarray is not read.
+	if n := r.reads.Load(); n != 1+arrays-4 {
+		t.Errorf("listing made %d reads of the archive, want %d: one read ahead, then each zarr.json past the budget", n, 1+arrays-4)
+	}
+	if len(ents) != arrays+2 {
+		t.Fatalf("the root lists %d entries, want %d arrays, big and zarr.json", len(ents), arrays)
+	}
+	for k, e := range ents[:arrays] {
+		if want := fmt.Sprintf("a%02d.npy", k); e.Name != want || e.Dir || e.Info.Format != "zarr3" {
+			t.Errorf("entry %d: %+v, want the array %s", k, e, want)
+			continue
+		}
+		if got := readTreeFile(t, tr, e.Name); !bytes.HasSuffix(got, []byte{byte(k), 1, 2, 3}) {
+			t.Errorf("%s reads %v", e.Name, got)
+		}
+	}
+	if e := ents[arrays]; e.Name != "big" || !e.Dir {
+		t.Errorf("entry %+v, want big shown as a folder", e)
+	}
+	p := tr.Problems()
+	if len(p) != 1 || !errors.Is(p[0], ErrTooLarge) || !strings.Contains(p[0].Error(), name+": big") || !strings.Contains(p[0].Error(), "big/.zarray") {
+		t.Errorf("problems %v, want one: big/.zarray too large, naming %s", p, name)
+	}
 }
