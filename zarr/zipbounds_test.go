@@ -2,9 +2,15 @@ package zarr
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -197,5 +203,135 @@ func TestZipTreePrefetchBudget(t *testing.T) {
 	p := tr.Problems()
 	if len(p) != 1 || !errors.Is(p[0], ErrTooLarge) || !strings.Contains(p[0].Error(), name+": big") || !strings.Contains(p[0].Error(), "big/.zarray") {
 		t.Errorf("problems %v, want one: big/.zarray too large, naming %s", p, name)
+	}
+}
+
+// TestZipShardHostile lies with a zipped sharded array's index, as
+// TestShardHostile does in a directory: shard a/c/0 of a group's array
+// (two inner chunks of 16 bytes, the index and its crc32c at the end)
+// has an inner chunk far past the shard, one running past the shard's
+// end into the next member's bytes, offsets at and past int64's end, a
+// huge size, a wrong checksum, a short inner chunk, or is cut below its
+// index; deflated, its stream ends before its claimed size, or it
+// claims more than the array can have written. Each is an error of the
+// read naming the archive, the shard's key and what is wrong, within a
+// few MiB and seconds, for a stored shard read in place (locally and
+// from an object store) and a deflated one; the other shard reads.
+func TestZipShardHostile(t *testing.T) {
+	const name = "shards.zip"
+	dir := t.TempDir()
+	want := writeSharded(t, dir, "a", shardSpec{shape: []int64{16}, shard: []int64{8}, inner: []int64{4}})
+	file := func(p string) []byte {
+		b, err := os.ReadFile(filepath.Join(dir, "a", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	meta, orig, shard1 := file("zarr.json"), file("c/0"), file("c/1")
+	if len(orig) != 2*16+2*16+4 {
+		t.Fatalf("shard c/0 of %d bytes, want two inner chunks of 16 and the index", len(orig))
+	}
+	entry := func(i int, off, n uint64) []byte {
+		b := bytes.Clone(orig)
+		idx := b[len(b)-2*16-4:]
+		binary.LittleEndian.PutUint64(idx[16*i:], off)
+		binary.LittleEndian.PutUint64(idx[16*i+8:], n)
+		binary.LittleEndian.PutUint32(idx[32:], crc32.Checksum(idx[:32], castagnoli()))
+		return b
+	}
+	flipped := bytes.Clone(orig)
+	flipped[len(flipped)-1] ^= 1
+	rng := rand.New(rand.NewChaCha8([32]byte{2}))
+	noise := make([]byte, 66<<10)
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	cases := []struct {
+		what  string
+		shard []byte // c/0, stored or deflated as the others
+		// zipped, when set, is c/0 as the archive holds it (deflated
+		// only).
+		zipped *testkit.ZipMember
+		want   error
+		text   string // what is wrong, in the error
+	}{
+		{"inner chunk far past the shard", entry(1, 1<<40, 16), nil, ErrCorrupt, "inner chunk 1 at [1099511627776,+16) past the shard's end"},
+		{"inner chunk into the next member", entry(1, uint64(len(orig))-8, 16), nil, ErrCorrupt, "inner chunk 1 at [60,+16) past the shard's end"},
+		{"inner chunk at the largest offset", entry(1, math.MaxInt64-16, 16), nil, ErrCorrupt, "past the shard's end"},
+		{"inner chunk offset past int64", entry(1, 1<<63, 16), nil, ErrCorrupt, "shard index entry 1: 16 bytes at 9223372036854775808"},
+		{"inner chunk of a huge size", entry(1, 0, 1<<62), nil, ErrCorrupt, "shard index entry 1: 4611686018427387904 bytes"},
+		{"short inner chunk", entry(0, 0, 12), nil, ErrCorrupt, "inner chunk 0: corrupt Zarr chunk: chunk decodes to 12 bytes, want 16"},
+		{"index checksum wrong", flipped, nil, ErrChecksum, "shard index: checksum mismatch"},
+		{"shard shorter than its index", orig[:10], nil, ErrCorrupt, "shard shorter than its 36-byte index"},
+		{"deflated shard that inflates short", nil,
+			&testkit.ZipMember{Name: "a/c/0", Data: testkit.Deflate(orig[:40]), Method: 8, Plain: orig},
+			ErrCorrupt, "inflates to 40 bytes, not 68"},
+		{"deflated shard claiming 64 MiB", nil,
+			&testkit.ZipMember{Name: "a/c/0", Data: testkit.Deflate(noise), Method: 8, USize: 64 << 20},
+			ErrTooLarge, "a deflated member of 67108864 bytes, more than the 68 its array can have written"},
+	}
+	for _, mode := range []string{"stored", "object store", "deflated"} {
+		for _, c := range cases {
+			if c.zipped != nil && mode != "deflated" {
+				continue
+			}
+			t.Run(mode+"/"+c.what, func(t *testing.T) {
+				member := func(name string, b []byte) testkit.ZipMember {
+					if mode == "deflated" {
+						return testkit.ZipMember{Name: name, Data: testkit.Deflate(b), Method: 8, Plain: b}
+					}
+					return testkit.ZipMember{Name: name, Data: b}
+				}
+				bad := member("a/c/0", c.shard)
+				if c.zipped != nil {
+					bad = *c.zipped
+				}
+				b := testkit.BuildZip([]testkit.ZipMember{
+					{Name: "zarr.json", Data: []byte(`{"zarr_format":3,"node_type":"group"}`)},
+					{Name: "a/zarr.json", Data: meta},
+					bad,
+					member("a/c/1", shard1),
+				}, nil)
+				var r io.ReaderAt = &countingReader{b: b}
+				if mode == "object store" {
+					r = requestReader{r.(*countingReader)}
+				}
+				var err error
+				var other []byte
+				mem := testkit.StartAlloc()
+				withinSeconds(t, "", func() {
+					tr, oerr := OpenZipTree(r, int64(len(b)), name, nil)
+					if oerr != nil {
+						t.Error(oerr)
+						return
+					}
+					a, oerr := tr.Open("a.npy")
+					if oerr != nil {
+						t.Error(oerr)
+						return
+					}
+					hdr := a.Size() - int64(len(want))
+					p := make([]byte, len(want))
+					if _, err = a.ReadAt(p, hdr); err == nil {
+						return
+					}
+					other = make([]byte, len(want)/2)
+					if _, oerr := a.ReadAt(other, hdr+int64(len(want)/2)); oerr != nil {
+						t.Errorf("shard c/1: %v", oerr)
+					}
+				})
+				t.Logf("read: %v", err)
+				if got := mem.Allocated(); got > 4<<20 {
+					t.Errorf("allocated %d KiB", got>>10)
+				}
+				if msg := fmt.Sprint(err); !errors.Is(err, c.want) || !strings.Contains(msg, name+": ") || !strings.Contains(msg, "a/c/0") || !strings.Contains(msg, c.text) {
+					t.Fatalf("read: %v, want %v naming %s and a/c/0: %s", err, c.want, name, c.text)
+				}
+				if !bytes.Equal(other, want[len(want)/2:]) {
+					t.Errorf("shard c/1 reads %v", other)
+				}
+			})
+		}
 	}
 }
