@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -86,6 +88,23 @@ func TestInflateClaim(t *testing.T) {
 	}
 	if got, err := a.ReadFile(1, 1<<30); err != nil || !bytes.Equal(got, zeros) {
 		t.Errorf("zeros: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestInflateShort: a deflated member whose stream ends before the size
+// its directory entry claims is ErrFormat, not io.ErrUnexpectedEOF: a
+// caller reading a range of it (a Zarr store) takes the latter for a
+// range past the member's end.
+func TestInflateShort(t *testing.T) {
+	plain := bytes.Repeat([]byte("zarr"), 100)
+	b := build(t, []zm{{Name: "short", Data: deflate(t, plain[:40]), Method: Deflate, Plain: plain}}, nil)
+	a, err := Open(bytes.NewReader(b), int64(len(b)), "x.zip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.ReadFile(0, 1<<20)
+	if !errors.Is(err, ErrFormat) || errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(fmt.Sprint(err), "short: ") || !strings.Contains(fmt.Sprint(err), "inflates to 40 bytes, not 400") {
+		t.Errorf("%v, want ErrFormat (not io.ErrUnexpectedEOF) naming the member and what it inflates to", err)
 	}
 }
 

@@ -721,7 +721,7 @@ func (a *Archive) decode(i int, raw []byte) ([]byte, error) {
 		fr := flate.NewReader(bytes.NewReader(raw))
 		n, err := io.ReadFull(fr, out)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w: inflates to %d bytes, not %d: %w", a.name, name, ErrFormat, n, e.usize, err)
+			return nil, fmt.Errorf("%s: %s: %w: inflates to %d bytes, not %d: %v", a.name, name, ErrFormat, n, e.usize, err)
 		}
 		var one [1]byte
 		if k, _ := fr.Read(one[:]); k != 0 {
