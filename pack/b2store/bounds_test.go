@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -363,8 +365,64 @@ func TestZipMembersPastMaxEntries(t *testing.T) {
 		}
 	}
 	probs := tr.Problems()
-	want := fmt.Sprintf("files; those past the first %d are left out", docEntries)
+	want := fmt.Sprintf("files beside %s; those past the first %d are left out", EmbedFile, docEntries)
 	if len(probs) != 1 || !errors.Is(probs[0], ErrBadEntry) || !strings.HasPrefix(probs[0].Error(), "many.b2z: ") || !strings.HasSuffix(probs[0].Error(), want) {
 		t.Errorf("problems %v\nwant one: %s", probs, want)
+	}
+}
+
+// TestStoreOfMaxEntriesValues checks that MaxEntries bounds a store's
+// values, not its files: embed.b2e beside exactly MaxEntries values is
+// no problem, in a .b2z at the real limit and in a .b2d (the bound
+// lowered), and one value more is left out (.b2z) or refused (.b2d,
+// whose walk stops past the bound).
+func TestStoreOfMaxEntriesValues(t *testing.T) {
+	embed := newStoreWriter(MarkerDict, 1<<13).Frame()
+	ms := make([]testkit.ZipMember, 0, docEntries+1)
+	for i := range docEntries {
+		ms = append(ms, testkit.ZipMember{Name: fmt.Sprintf("k%06d.b2nd", i)})
+	}
+	ms = append(ms, testkit.ZipMember{Name: EmbedFile, Data: embed})
+	b := testkit.BuildZip(ms, nil)
+	src, err := OpenZip(bytes.NewReader(b), int64(len(b)), "full.b2z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenDir(src, "full.b2z", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, probs := len(s.Leaves()), s.Problems(); got != docEntries || len(probs) != 0 {
+		t.Errorf(".b2z of %d values and %s: %d leaves, problems %v; want them all and none", docEntries, EmbedFile, got, probs)
+	}
+
+	defer func(m int) { MaxEntries = m }(MaxEntries)
+	MaxEntries = 8
+	for _, tc := range []struct {
+		values int
+		ok     bool
+	}{{8, true}, {9, false}} {
+		dir := t.TempDir()
+		for i := range tc.values {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("k%d.b2nd", i)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, EmbedFile), embed, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := OpenDir(NewDirSource(dir), "full.b2d", nil)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf(".b2d of %d values and %s, MaxEntries %d: %v", tc.values, EmbedFile, MaxEntries, err)
+		case tc.ok && (len(s.Leaves()) != tc.values || len(s.Problems()) != 0):
+			t.Errorf(".b2d of %d values and %s, MaxEntries %d: %d leaves, problems %v", tc.values, EmbedFile, MaxEntries, len(s.Leaves()), s.Problems())
+		case !tc.ok && !errors.Is(err, ErrBadEntry):
+			t.Errorf(".b2d of %d values and %s, MaxEntries %d: %v, want ErrBadEntry", tc.values, EmbedFile, MaxEntries, err)
+		}
+		if s != nil {
+			s.Close()
+		}
 	}
 }

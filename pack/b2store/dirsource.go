@@ -34,8 +34,9 @@ func NewDirSource(dir string) *DirSource { return &DirSource{dir: dir} }
 var maxWalked = 4 * MaxEntries
 
 // Members lists the regular files under the directory, walking at most
-// MaxDepth levels, MaxEntries files and maxWalked entries in all (more
-// is an error: the listing would not be the store's). A directory is
+// MaxDepth levels, MaxEntries files beside embed.b2e and maxWalked
+// entries in all (more is an error: the listing would not be the
+// store's). A directory is
 // read a thousand entries at a time.
 func (s *DirSource) Members() ([]Member, error) {
 	root, err := pack.OpenSourceDir(s.dir)
@@ -76,8 +77,8 @@ func (s *DirSource) entries(d *os.File, rel string, depth int, ents []os.DirEntr
 		p := path.Join(rel, e.Name())
 		switch {
 		case e.Type().IsRegular():
-			if len(*out) >= MaxEntries {
-				return fmt.Errorf("%s: %w: more than %d files", s.dir, ErrBadEntry, MaxEntries)
+			if len(*out) > MaxEntries { // MaxEntries values and embed.b2e
+				return fmt.Errorf("%s: %w: more than %d files", s.dir, ErrBadEntry, MaxEntries+1)
 			}
 			// (e.Info would stat by the directory's name, not its
 			// descriptor.)

@@ -41,8 +41,9 @@ var (
 // vlmetalayer, at most pack.MaxMetaLayer bytes decoded).
 var (
 	// MaxEntries bounds the entries read from one embed map, and the
-	// members of a store directory; past it the rest are left out with
-	// one ErrBadEntry.
+	// members of a store directory or archive beside embed.b2e (the
+	// values it holds as files); past it the rest are left out with one
+	// ErrBadEntry.
 	MaxEntries = 1 << 16
 	// MaxKeyLen bounds the length of a key in bytes (PATH_MAX).
 	MaxKeyLen = 4096

@@ -297,14 +297,16 @@ func OpenDir(src Source, name string, cache pack.BlockCache) (*Store, error) {
 	slices.SortFunc(members, func(a, b Member) int {
 		return cmp.Or(cmp.Compare(rank(a.Path), rank(b.Path)), strings.Compare(a.Path, b.Path))
 	})
-	for i, m := range members {
-		if i >= MaxEntries {
-			s.probs.add(fmt.Errorf("%s: %w: %d files; those past the first %d are left out", name, ErrBadEntry, len(members), MaxEntries))
-			break
-		}
+	values := 0 // the files but embed.b2e, which MaxEntries bounds
+	for _, m := range members {
 		if m.Path == EmbedFile {
 			continue
 		}
+		if values >= MaxEntries {
+			s.probs.add(fmt.Errorf("%s: %w: more than %d files beside %s; those past the first %d are left out", name, ErrBadEntry, MaxEntries, EmbedFile, MaxEntries))
+			break
+		}
+		values++
 		key := "/" + strings.TrimSuffix(m.Path, splitExt(m.Path))
 		l := &Leaf{Key: key, Member: m.Path, Size: m.Size}
 		canonical := rank(m.Path) < len(externalExts)

@@ -43,19 +43,24 @@ func OpenZip(r io.ReaderAt, size int64, name string) (*ZipSource, error) {
 func (s *ZipSource) Archive() *zipread.Archive { return s.a }
 
 // Members lists the archive's members that are not directory entries,
-// in directory order, stopping after MaxEntries+1 (the store reads no
-// more, and says so); embed.b2e is always listed when the archive has
-// it. Members that cannot be read are listed: opening one says why.
+// in directory order, stopping after MaxEntries+1 besides embed.b2e
+// (the store reads no more, and says so); embed.b2e is always listed
+// when the archive has it. Members that cannot be read are listed:
+// opening one says why.
 func (s *ZipSource) Members() ([]Member, error) {
 	n := s.a.Len()
-	out := make([]Member, 0, min(n, MaxEntries+1))
+	out := make([]Member, 0, min(n, MaxEntries+2))
 	embed := false
-	for i := 0; i < n && len(out) <= MaxEntries; i++ {
+	for i, values := 0, 0; i < n && values <= MaxEntries; i++ {
 		m := s.a.Member(i)
 		if m.IsDir() {
 			continue
 		}
-		embed = embed || m.Name == EmbedFile
+		if m.Name == EmbedFile {
+			embed = true
+		} else {
+			values++
+		}
 		out = append(out, Member{Path: m.Name, Size: m.Size})
 	}
 	if !embed {
