@@ -293,6 +293,9 @@ func (a *Array) ReadAtOnce(p []byte, off int64) (int, error) {
 // scratch memory to the same end.
 func (a *Array) Prefetch(off, n int64, reader func() int64) error {
 	if a.cr != nil && !a.contig && len(a.gshape) > 0 {
+		if _, none := a.cache.(pack.NoCache); none {
+			return nil // nothing to keep what it would decode
+		}
 		return a.warmRuns(off, n, reader)
 	}
 	if a.cr == nil || !a.contig {
@@ -337,11 +340,17 @@ func (a *Array) warmRuns(off, n int64, reader func() int64) error {
 	t := tables.Get().(*runTable)
 	defer t.put()
 	for n > 0 {
-		k := min(n, int64(len(*bp)))
-		if reader != nil && reader()-h >= off+k {
-			off, n = off+k, n-k // the reader is past it
-			continue
+		if reader != nil {
+			// The blocks before where the reader has got to are its own
+			// (read whole, they have left the cache): start there.
+			if r := reader() - h; r > off {
+				if r >= off+n {
+					return nil
+				}
+				off, n = r, n-(r-off)
+			}
 		}
+		k := min(n, int64(len(*bp)))
 		w := a.walkFrom(off, t)
 		for w.done < k {
 			a.nextRuns(t, &w, k)
@@ -350,7 +359,17 @@ func (a *Array) warmRuns(off, n int64, reader func() int64) error {
 			for j, r := range t.sorted {
 				t.packed[j] = r.pack(a.chunkBytes)
 			}
-			if err := a.cr.WarmRuns((*bp)[:k], t.packed); err != nil {
+			err := a.cr.WarmRuns((*bp)[:k], t.packed)
+			if errors.Is(err, errWholeChunk) {
+				// Chunks of blocks larger than the reader decodes: read
+				// the step as a read does, its chunks decoded whole into
+				// the cache.
+				if _, err := a.ReadAt((*bp)[:k], off+h); err != nil && err != io.EOF {
+					return err
+				}
+				break
+			}
+			if err != nil {
 				return err
 			}
 		}

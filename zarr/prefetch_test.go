@@ -2,7 +2,11 @@ package zarr_test
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
@@ -10,12 +14,22 @@ import (
 	"github.com/bloscfs/bloscfs/pack/all"
 )
 
+// observed is a block cache that counts the blocks decoded outside it
+// (pack.DecodeObserver): a sequential reader's whole blocks go straight
+// into its buffer.
+type observed struct {
+	*cache.Cache[pack.BlockKey]
+	outside atomic.Int64
+}
+
+func (o *observed) Decoded(int, time.Duration) { o.outside.Add(1) }
+
 // TestNDPrefetch decodes ahead a sequential reader's next mebibytes of
 // an N-D array's view (Prefetch, the mount's read-ahead): the blocks go
 // into the cache as the reader's gathers keep them, nothing is copied
 // or decoded outside the cache, and the reads of that range then decode
-// nothing more and return the array's bytes. A read-ahead the reader
-// has passed decodes nothing.
+// nothing more, in the cache or outside it, and return the array's
+// bytes. A read-ahead the reader has passed decodes nothing.
 func TestNDPrefetch(t *testing.T) {
 	for _, nc := range []ndCase{
 		{"3d-f4-lz4", []int64{24, 180, 360}, []int64{24, 90, 180}, 4, blosc.CodecLZ4},
@@ -23,7 +37,7 @@ func TestNDPrefetch(t *testing.T) {
 	} {
 		t.Run(nc.name, func(t *testing.T) {
 			store, data := writeNDStore(t, t.TempDir(), nc)
-			c := cache.New[pack.BlockKey](256 << 20)
+			c := &observed{Cache: cache.New[pack.BlockKey](256 << 20)}
 			v, err := all.OpenView(store, c)
 			if err != nil {
 				t.Fatal(err)
@@ -40,7 +54,7 @@ func TestNDPrefetch(t *testing.T) {
 			if err := v.Prefetch(step, 2*step, nil); err != nil {
 				t.Fatal(err)
 			}
-			warm := c.Stats()
+			warm, out := c.Stats(), c.outside.Load()
 			if warm.Loads == before.Loads {
 				t.Fatal("Prefetch decoded nothing into the cache")
 			}
@@ -53,8 +67,9 @@ func TestNDPrefetch(t *testing.T) {
 				}
 			}
 			s := c.Stats()
-			if s.Loads != warm.Loads || s.Misses != warm.Misses {
-				t.Fatalf("the reads after Prefetch decoded again: %d loads, %d misses (%d, %d after Prefetch)", s.Loads, s.Misses, warm.Loads, warm.Misses)
+			if s.Loads != warm.Loads || s.Misses != warm.Misses || c.outside.Load() != out {
+				t.Fatalf("the reads after Prefetch decoded again: %d loads, %d misses (%d, %d after Prefetch), %d blocks outside the cache",
+					s.Loads, s.Misses, warm.Loads, warm.Misses, c.outside.Load()-out)
 			}
 			// A read-ahead that the reader has overtaken decodes nothing.
 			if err := v.Prefetch(3*step, step, func() int64 { return 4 * step }); err != nil {
@@ -64,5 +79,87 @@ func TestNDPrefetch(t *testing.T) {
 				t.Fatalf("a read-ahead behind its reader decoded %d blocks", after.Loads-s.Loads)
 			}
 		})
+	}
+}
+
+// TestNDPrefetchInsideStep starts a read-ahead step where the reader is
+// inside it: the blocks before the reader, which it has read whole and
+// dropped, are not decoded again, and nothing is left in the cache once
+// the reader has read the whole view.
+func TestNDPrefetchInsideStep(t *testing.T) {
+	nc := ndCase{"2d-f8-lz4", []int64{256, 8192}, []int64{128, 1024}, 8, blosc.CodecLZ4}
+	store, data := writeNDStore(t, t.TempDir(), nc)
+	c := cache.New[pack.BlockKey](256 << 20)
+	v, err := all.OpenView(store, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	h := v.Size - int64(len(data))
+	const step = 1 << 20
+	buf := make([]byte, step/4)
+	pos := int64(0)
+	readTo := func(end int64) {
+		for pos < end {
+			n, err := v.ReadAtOnce(buf[:min(int64(len(buf)), end-pos)], pos)
+			if err != nil && n == 0 {
+				t.Fatal(err)
+			}
+			pos += int64(n)
+		}
+	}
+	readTo(h + 8*step + step/4) // a quarter MiB into the second band of chunks
+	before := c.Stats()
+	if err := v.Prefetch(h+7*step+step/2, step, func() int64 { return pos }); err != nil {
+		t.Fatal(err)
+	}
+	if after := c.Stats(); after.Loads != before.Loads {
+		t.Errorf("a read-ahead step the reader is inside decoded %d blocks behind it", after.Loads-before.Loads)
+	}
+	readTo(v.Size)
+	if s := c.Stats(); s.Entries != 0 {
+		t.Errorf("%d blocks (%d bytes) left in the cache after the whole view was read", s.Entries, s.Bytes)
+	}
+}
+
+// TestNDPrefetchWholeChunks decodes ahead an N-D array whose blocks are
+// larger than the reader decodes block by block (8 MiB against a 16 MiB
+// cache's 4 MiB): its chunks are decoded whole into the cache, as a read
+// decodes them.
+func TestNDPrefetchWholeChunks(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "w.zarr")
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta := `{"zarr_format":2,"shape":[64,65536],"chunks":[32,32768],"dtype":"<f8","compressor":{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":0},"fill_value":0.0,"order":"C","filters":null}`
+	if err := os.WriteFile(filepath.Join(store, ".zarray"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 32*32768*8)
+	for i := range chunk {
+		chunk[i] = byte(i * 7 % 251)
+	}
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 5, Typesize: 8, Blosc1: true, Blocksize: len(chunk)}
+	p.Filters[5] = blosc.FilterShuffle
+	enc, err := blosc.Compress(nil, chunk, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"0.0", "0.1", "1.0", "1.1"} {
+		if err := os.WriteFile(filepath.Join(store, n), enc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := cache.New[pack.BlockKey](16 << 20)
+	v, err := all.OpenView(store, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := v.Prefetch(1<<20, 1<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.Loads != 2 {
+		t.Fatalf("Prefetch decoded %d chunks into the cache, want the 2 its rows lie in", s.Loads)
 	}
 }
