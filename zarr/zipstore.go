@@ -357,11 +357,22 @@ const maxInflated = 64
 var inflatedMembers inflateCache
 
 // inflateCache keeps inflated members, the most recent up to
-// inflateBudget bytes and maxInflated members.
+// inflateBudget bytes and maxInflated members. A member is inflated
+// once for the readers that ask for it at the same time (the kernel's
+// concurrent READs of a view read the same deflated shard).
 type inflateCache struct {
 	mu    sync.Mutex
 	ents  []inflated // most recent last
 	bytes int64
+	busy  map[inflateKey]*inflating // members being inflated
+}
+
+// inflating is a member being inflated: the readers that ask for it
+// meanwhile wait for done and take its result.
+type inflating struct {
+	done chan struct{}
+	b    []byte
+	err  error
 }
 
 // inflateKey names a member of one opening of an archive.
@@ -375,6 +386,9 @@ type inflated struct {
 	b []byte
 }
 
+// get returns member i inflated: kept, being inflated by another
+// reader (it waits for that), or inflated by load now. The bytes are
+// shared: the caller must not change them.
 func (c *inflateCache) get(i inflateKey, load func() ([]byte, error)) ([]byte, error) {
 	c.mu.Lock()
 	for k, e := range c.ents {
@@ -384,23 +398,35 @@ func (c *inflateCache) get(i inflateKey, load func() ([]byte, error)) ([]byte, e
 			return e.b, nil
 		}
 	}
+	if f := c.busy[i]; f != nil {
+		c.mu.Unlock()
+		<-f.done
+		return f.b, f.err
+	}
+	f := &inflating{done: make(chan struct{}), err: errInflatePanic}
+	if c.busy == nil {
+		c.busy = make(map[inflateKey]*inflating)
+	}
+	c.busy[i] = f
 	c.mu.Unlock()
-	b, err := load()
-	if err != nil || int64(len(b)) > inflateBudget/2 {
-		return b, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, e := range c.ents {
-		if e.i == i {
-			return e.b, nil
+	defer func() {
+		c.mu.Lock()
+		delete(c.busy, i)
+		if f.err == nil && int64(len(f.b)) <= inflateBudget/2 {
+			c.ents = append(c.ents, inflated{i, f.b})
+			c.bytes += int64(len(f.b))
+			for c.bytes > inflateBudget || len(c.ents) > maxInflated {
+				c.bytes -= int64(len(c.ents[0].b))
+				c.ents = c.ents[1:]
+			}
 		}
-	}
-	c.ents = append(c.ents, inflated{i, b})
-	c.bytes += int64(len(b))
-	for c.bytes > inflateBudget || len(c.ents) > maxInflated {
-		c.bytes -= int64(len(c.ents[0].b))
-		c.ents = c.ents[1:]
-	}
-	return b, nil
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	f.b, f.err = load()
+	return f.b, f.err
 }
+
+// errInflatePanic is what the readers waiting for a member get when its
+// inflation panicked.
+var errInflatePanic = errors.New("inflating the member failed")

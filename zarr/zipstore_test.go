@@ -1,6 +1,13 @@
 package zarr
 
-import "testing"
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
 
 // TestInflateCache: members are kept up to the budget in bytes and in
 // number, the most recent first; one larger than half the budget is not
@@ -34,5 +41,61 @@ func TestInflateCache(t *testing.T) {
 	}
 	if c.bytes > inflateBudget {
 		t.Errorf("%d bytes kept, over %d", c.bytes, inflateBudget)
+	}
+}
+
+// TestInflateCacheOneFlight: readers that ask for a member while it is
+// being inflated wait for that inflation and share it (a kept member is
+// inflated once for eight readers, whenever they come); a member too
+// large to keep is shared too; a failed inflation is not kept.
+func TestInflateCacheOneFlight(t *testing.T) {
+	var c inflateCache
+	for _, n := range []int{1 << 10, inflateBudget/2 + 1} {
+		var loads atomic.Int32
+		release := make(chan struct{})
+		load := func() ([]byte, error) {
+			loads.Add(1)
+			<-release
+			return make([]byte, n), nil
+		}
+		key := inflateKey{"one", n}
+		var wg sync.WaitGroup
+		got := make([][]byte, 8)
+		for k := range got {
+			wg.Go(func() { got[k], _ = c.get(key, load) })
+		}
+		// Let the readers arrive, then the first inflation end.
+		for {
+			c.mu.Lock()
+			busy := c.busy[key] != nil
+			c.mu.Unlock()
+			if busy {
+				break
+			}
+			runtime.Gosched()
+		}
+		time.Sleep(10 * time.Millisecond) // most readers wait by now
+		close(release)
+		wg.Wait()
+		// A reader that comes after the inflation ended finds a kept
+		// member kept, and inflates one too large to keep again.
+		if l := loads.Load(); l != 1 && n <= inflateBudget/2 || l < 1 {
+			t.Errorf("%d bytes: %d inflations for 8 readers at once", n, l)
+		}
+		for k, b := range got {
+			if len(b) != n {
+				t.Errorf("%d bytes: reader %d got %d bytes", n, k, len(b))
+			}
+		}
+		if len(c.busy) != 0 {
+			t.Errorf("%d members still marked as being inflated", len(c.busy))
+		}
+	}
+	fail := errors.New("no")
+	if _, err := c.get(inflateKey{"bad", 0}, func() ([]byte, error) { return nil, fail }); err != fail {
+		t.Fatalf("got %v, want the load's error", err)
+	}
+	if _, err := c.get(inflateKey{"bad", 0}, func() ([]byte, error) { return []byte{1}, nil }); err != nil {
+		t.Fatalf("a failed inflation was kept: %v", err)
 	}
 }
