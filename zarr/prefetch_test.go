@@ -24,6 +24,19 @@ type observed struct {
 
 func (o *observed) Decoded(int, time.Duration) { o.outside.Add(1) }
 
+// openND writes the array of case nc and opens its view over c (closed
+// with the test): the view, the array's bytes and the view's header size.
+func openND(t *testing.T, nc ndCase, c pack.BlockCache) (*all.View, []byte, int64) {
+	t.Helper()
+	store, data := writeNDStore(t, t.TempDir(), nc)
+	v, err := all.OpenView(store, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v, data, v.Size - int64(len(data))
+}
+
 // TestNDPrefetch decodes ahead a sequential reader's next mebibytes of
 // an N-D array's view (Prefetch, the mount's read-ahead): the blocks go
 // into the cache as the reader's gathers keep them, nothing is copied
@@ -36,14 +49,8 @@ func TestNDPrefetch(t *testing.T) {
 		{"3d-f8-zstd", []int64{24, 180, 360}, []int64{24, 90, 180}, 8, blosc.CodecZstd},
 	} {
 		t.Run(nc.name, func(t *testing.T) {
-			store, data := writeNDStore(t, t.TempDir(), nc)
 			c := &observed{Cache: cache.New[pack.BlockKey](256 << 20)}
-			v, err := all.OpenView(store, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer v.Close()
-			h := v.Size - int64(len(data))
+			v, data, h := openND(t, nc, c)
 			const step = 1 << 20
 			buf := make([]byte, step)
 			// The first mebibyte read, the next two decoded ahead.
@@ -88,14 +95,8 @@ func TestNDPrefetch(t *testing.T) {
 // the reader has read the whole view.
 func TestNDPrefetchInsideStep(t *testing.T) {
 	nc := ndCase{"2d-f8-lz4", []int64{256, 8192}, []int64{128, 1024}, 8, blosc.CodecLZ4}
-	store, data := writeNDStore(t, t.TempDir(), nc)
 	c := cache.New[pack.BlockKey](256 << 20)
-	v, err := all.OpenView(store, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	h := v.Size - int64(len(data))
+	v, _, h := openND(t, nc, c)
 	const step = 1 << 20
 	buf := make([]byte, step/4)
 	pos := int64(0)
