@@ -355,11 +355,7 @@ func (a *Array) warmRuns(off, n int64, reader func() int64) error {
 		for w.done < k {
 			a.nextRuns(t, &w, k)
 			t.group()
-			t.packed = slices.Grow(t.packed[:0], len(t.sorted))[:len(t.sorted)]
-			for j, r := range t.sorted {
-				t.packed[j] = r.pack(a.chunkBytes)
-			}
-			err := a.cr.WarmRuns((*bp)[:k], t.packed)
+			err := a.cr.WarmRuns((*bp)[:k], t.pack(a.chunkBytes))
 			if errors.Is(err, errWholeChunk) {
 				// Chunks of blocks larger than the reader decodes: read
 				// the step as a read does, its chunks decoded whole into
@@ -718,6 +714,16 @@ func (t *runTable) lookup(ci int64) int32 {
 	}
 }
 
+// pack returns the runs of t, grouped, as runs of the chunk space (whose
+// chunks are chunkBytes long), in t.packed.
+func (t *runTable) pack(chunkBytes int64) []pack.Run {
+	t.packed = slices.Grow(t.packed[:0], len(t.sorted))[:len(t.sorted)]
+	for k, r := range t.sorted {
+		t.packed[k] = r.pack(chunkBytes)
+	}
+	return t.packed
+}
+
 // resize makes the table n slots (a power of two) and puts the current
 // pass's groups back in it.
 func (t *runTable) resize(n int) {
@@ -744,11 +750,7 @@ func (t *runTable) resize(n int) {
 // remembers it), and chunks decoded whole go their way.
 func (a *Array) serveTable(p []byte, t *runTable, once bool) error {
 	if a.cr != nil {
-		t.packed = slices.Grow(t.packed[:0], len(t.sorted))[:len(t.sorted)]
-		for k, r := range t.sorted {
-			t.packed[k] = r.pack(a.chunkBytes)
-		}
-		err := a.cr.ReadRuns(p, t.packed, once)
+		err := a.cr.ReadRuns(p, t.pack(a.chunkBytes), once)
 		if err == nil || errors.Is(err, pack.ErrStale) {
 			// A chunk file replaced under the array fails the read, as
 			// a read of one chunk does (its next read parses it anew).

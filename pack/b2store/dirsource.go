@@ -36,8 +36,7 @@ var maxWalked = 4 * MaxEntries
 // Members lists the regular files under the directory, walking at most
 // MaxDepth levels, MaxEntries files beside embed.b2e and maxWalked
 // entries in all (more is an error: the listing would not be the
-// store's). A directory is
-// read a thousand entries at a time.
+// store's). A directory is read a thousand entries at a time.
 func (s *DirSource) Members() ([]Member, error) {
 	root, err := pack.OpenSourceDir(s.dir)
 	if err != nil {
