@@ -364,12 +364,24 @@ func writeNDStore(b testing.TB, dir string, nc ndCase) (string, []byte) {
 
 // BenchmarkSequentialND reads N-D arrays (ndCases) whole through their
 // .npy view in 1 MiB reads, as a mount's sequential reader does
-// (ReadAtOnce), cold (a fresh cache each time).
+// (ReadAtOnce), cold (a fresh cache each time). BLOSCFS_BENCH_STORE
+// names one more array or container to read so (a python3-zarr store,
+// a frame), for profiling the read path on real data
+// (-cpuprofile).
 func BenchmarkSequentialND(b *testing.B) {
 	dir := b.TempDir()
+	type input struct{ name, path string }
+	var ins []input
 	for _, nc := range ndCases {
 		store, _ := writeNDStore(b, dir, nc)
-		b.Run(nc.name, func(b *testing.B) {
+		ins = append(ins, input{nc.name, store})
+	}
+	if p := os.Getenv("BLOSCFS_BENCH_STORE"); p != "" {
+		ins = append(ins, input{"store", p})
+	}
+	for _, in := range ins {
+		store := in.path
+		b.Run(in.name, func(b *testing.B) {
 			buf := make([]byte, 1<<20)
 			defer cpuMetric(b)()
 			for b.Loop() {
