@@ -1,6 +1,7 @@
 package blosc
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/bloscfs/bloscfs/shuffle"
@@ -45,8 +46,122 @@ func (c *Chunk) DecodeBlockPlanes(dst []byte, i int) error {
 		return fmt.Errorf("blosc: destination of %d bytes for block %d of %d", len(dst), i, bl)
 	}
 	lay, _ := c.rangeLayout(i)
-	if err := c.decodeStreams(dst[:bl:bl], i, nil, lay.nstreams); err != nil {
+	var err error
+	if c.readsStreams(i, lay.nstreams) {
+		err = c.readPlanes(dst[:bl:bl], i, lay.nstreams)
+	} else {
+		err = c.decodeStreams(dst[:bl:bl], i, nil, lay.nstreams)
+	}
+	if err != nil {
 		return fmt.Errorf("block %d: %w", i, err)
+	}
+	return nil
+}
+
+// planesPeek is how many bytes readPlanes reads after a stream's header
+// with it: a small compressed stream whole, the start of a large one.
+const planesPeek = 4<<10 - 4
+
+// readsStreams reports whether DecodeBlockPlanes reads block i, split
+// into n streams, stream by stream (readPlanes): its bytes come from a
+// read of the chunk's reader (not memory, nor lent in place), and the
+// block is large enough for a stream to be stored (csize = the plane's
+// size), which then goes straight into its plane.
+func (c *Chunk) readsStreams(i, n int) bool {
+	if n <= 1 || c.data != nil || c.bstarts == nil {
+		return false
+	}
+	if _, _, _, ok := inPlace(c.r); ok {
+		return false
+	}
+	cb := int64(c.bends[i]) - int64(c.bstarts[i])
+	return cb >= int64(c.BlockLen(i)/n+4*n)
+}
+
+// readPlanes is DecodeBlockPlanes for a block of n split streams read
+// from the chunk's reader one stream at a time: each header with the
+// first bytes after it, then a stored stream's rest straight into its
+// plane, a compressed stream's rest into scratch, decoded into its
+// plane. Reading the block whole into scratch and copying its stored
+// streams into the planes cost the copy (a float32 or float64 block of
+// LZ4 streams whose low mantissa bytes do not compress: three planes of
+// four, seven of eight, 6 % of reading an N-D array's view).
+func (c *Chunk) readPlanes(dst []byte, i, n int) error {
+	start, end := int64(c.bstarts[i]), int64(c.bends[i])
+	if end > int64(c.Cbytes) || end < start {
+		return fmt.Errorf("%w: block ends at %d past cbytes %d", ErrCorrupt, end, c.Cbytes)
+	}
+	size := end - start
+	neblock := len(dst) / n
+	ext := c.Extended()
+	var head [4 + planesPeek]byte
+	var sp *[]byte
+	defer func() {
+		if sp != nil {
+			putBuf(sp)
+		}
+	}()
+	pos := int64(0)
+	for s := range n {
+		// o's capacity runs to the end of dst: the streams after it,
+		// which this loop fills afterwards.
+		o := dst[s*neblock:]
+		o = o[:neblock]
+		if pos+4 > size {
+			return fmt.Errorf("%w: stream %d header past the block end", ErrCorrupt, s)
+		}
+		k := min(size-pos, int64(len(head)))
+		if err := c.readAt(head[:k], start+pos); err != nil {
+			return err
+		}
+		csize := int32(binary.LittleEndian.Uint32(head[:4]))
+		body := head[4:k]
+		pos += 4
+		switch {
+		case ext && csize == 0:
+			clear(o)
+		case ext && csize < 0:
+			if len(body) == 0 {
+				return fmt.Errorf("%w: stream %d run token past the block end", ErrCorrupt, s)
+			}
+			if body[0]&1 == 0 {
+				return fmt.Errorf("%w: stream %d run token %#02x", ErrUnsupported, s, body[0])
+			}
+			pos++
+			fillByte(o, byte(-csize))
+		case csize <= 0 || int64(csize) > size-pos:
+			return fmt.Errorf("%w: stream %d csize %d with %d bytes left", ErrCorrupt, s, csize, size-pos)
+		case int(csize) == neblock:
+			m := copy(o, body)
+			if m < neblock {
+				if err := c.readAt(o[m:], start+pos+int64(m)); err != nil {
+					return err
+				}
+			}
+			pos += int64(neblock)
+		default:
+			cs := body
+			if int(csize) <= len(body) {
+				cs = body[:csize]
+			} else {
+				if sp == nil {
+					sp = getBuf(int(csize))
+				}
+				if cap(*sp) < int(csize) {
+					putBuf(sp)
+					sp = getBuf(int(csize))
+				}
+				cs = (*sp)[:csize]
+				m := copy(cs, body)
+				if err := c.readAt(cs[m:], start+pos+int64(m)); err != nil {
+					return err
+				}
+			}
+			if err := c.decode(o, cs, c.dict); err != nil {
+				return fmt.Errorf("%w: stream %d (%s, %d→%d bytes): %v", ErrCorrupt, s, CodecName(c.Codec()), csize, neblock, err)
+			}
+			pos += int64(csize)
+		}
 	}
 	return nil
 }
