@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bloscfs/bloscfs/internal/testkit"
+	"github.com/bloscfs/bloscfs/pack/bloscpack"
 )
 
 // ndArray is one array of BenchmarkZarrTableND: a 2-D field of rows of
@@ -27,6 +28,67 @@ type ndArray struct {
 
 func (a ndArray) name() string {
 	return fmt.Sprintf("%dd_%s_%s", a.dims, a.dtype[1:], a.codec)
+}
+
+// grid returns the array's chunk grid and the plain bytes of a chunk,
+// for an array of rows rows (its first dimension; see ndGen).
+func (a ndArray) grid(rows int64) (grid []int64, chunkBytes int64) {
+	item, _ := strconv.ParseInt(a.dtype[2:], 10, 64)
+	if a.dims == 2 {
+		return []int64{rows / 128, 8192 / 1024}, 128 * 1024 * item
+	}
+	return []int64{rows / 24, 360 / 90, 720 / 180}, 24 * 90 * 180 * item
+}
+
+// writeChunksBlp writes the chunks of the store of array a (of rows rows)
+// end to end, as they are, in grid order, to a Bloscpack file at out:
+// the store's own compressed bytes, which a read decodes chunk by chunk,
+// block by block, with no gather (its plain bytes are the chunks', not
+// the array's C order).
+func writeChunksBlp(b *testing.B, store string, a ndArray, rows int64, out string) {
+	b.Helper()
+	grid, cb := a.grid(rows)
+	n := int64(1)
+	for _, g := range grid {
+		n *= g
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	p := bloscpack.DefaultParams()
+	p.ChunkSize, p.Checksum = cb, 0
+	w, err := bloscpack.NewWriter(f, n*cb, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	idx := make([]int64, len(grid))
+	for range n {
+		key := ""
+		for d, i := range idx {
+			if d > 0 {
+				key += "."
+			}
+			key += strconv.FormatInt(i, 10)
+		}
+		raw, err := os.ReadFile(filepath.Join(store, key))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := w.AddRawChunk(raw, nil); err != nil {
+			b.Fatalf("%s: %v", key, err)
+		}
+		for d := len(idx) - 1; d >= 0; d-- {
+			if idx[d]++; idx[d] < grid[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func (a ndArray) clevel() int {
@@ -83,8 +145,12 @@ const ndRuns = 7
 // MiB chunks) and against python3-zarr itself: cold cat through a fresh
 // mount, the .npy view against the .b2frame, and against the .b2frame
 // packed in the blocks of the store's chunks (python3-zarr's c-blosc
-// 1.21 cuts zstd chunks into 32 KiB blocks, pack 128 KiB ones: this
-// row is the cost of the gather alone); np.load of the view in a
+// 1.21 cuts zstd chunks into 32 KiB blocks, pack 128 KiB ones), and
+// against the store's own chunks end to end in a .blp (the same
+// compressed bytes, decoded without a gather: this row is the cost of
+// the gather alone; c-blosc 1.21 compresses a zstd block as one stream,
+// where pack splits it into one stream per byte plane and stores the
+// planes that do not compress as they are); np.load of the view in a
 // fresh process through a fresh mount against zarr.open(store)[:] in a
 // fresh process (the store in the page cache; both processes start an
 // interpreter); np.load(mmap_mode="r") copied whole against np.load; a
@@ -106,8 +172,8 @@ func BenchmarkZarrTableND(b *testing.B) {
 		}
 	}
 	dir := b.TempDir()
-	zsrc, fsrc, bsrc := filepath.Join(dir, "zsrc"), filepath.Join(dir, "fsrc"), filepath.Join(dir, "bsrc")
-	for _, d := range []string{zsrc, fsrc, bsrc} {
+	zsrc, fsrc, bsrc, csrc := filepath.Join(dir, "zsrc"), filepath.Join(dir, "fsrc"), filepath.Join(dir, "bsrc"), filepath.Join(dir, "csrc")
+	for _, d := range []string{zsrc, fsrc, bsrc, csrc} {
 		os.Mkdir(d, 0o755)
 	}
 	first := map[string]int64{}
@@ -144,8 +210,9 @@ func BenchmarkZarrTableND(b *testing.B) {
 		mustRun(b, bin, "pack", "-q", "-f", "--codec", a.codec, "--clevel", strconv.Itoa(a.clevel()), "--typesize", a.dtype[2:], "--chunk-size", "1MiB",
 			"--block-size", strconv.FormatInt(blocks[n], 10), npy, filepath.Join(bsrc, n+".npy.b2frame"))
 		os.Remove(npy)
+		writeChunksBlp(b, filepath.Join(zsrc, n+".zarr"), a, rows, filepath.Join(csrc, n+".npy.blp"))
 	}
-	mustRun(b, "sh", "-c", `cat "$1"/*/* "$2"/* "$3"/* > /dev/null`, "sh", zsrc, fsrc, bsrc) // sources into the page cache
+	mustRun(b, "sh", "-c", `cat "$1"/*/* "$2"/* "$3"/* "$4"/* > /dev/null`, "sh", zsrc, fsrc, bsrc, csrc) // sources into the page cache
 	x := func(a, c time.Duration) string { return fmt.Sprintf("%.2f×", a.Seconds()/c.Seconds()) }
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", d.Seconds()*1e3) }
 	for b.Loop() {
@@ -155,11 +222,13 @@ func BenchmarkZarrTableND(b *testing.B) {
 		for _, a := range arrays {
 			n := a.name()
 			store := filepath.Join(zsrc, n+".zarr")
-			t := medianMountReadsRuns(b, []string{zsrc, fsrc, bsrc}, []string{n + ".npy", n + ".npy", n + ".npy"}, ndRuns)
+			t := medianMountReadsRuns(b, []string{zsrc, fsrc, bsrc, csrc}, []string{n + ".npy", n + ".npy", n + ".npy", n + ".npy"}, ndRuns)
 			row(n, "cold cat, .npy view ÷ the .b2frame", ms(t[0]), ms(t[1]), x(t[0], t[1]))
 			row(n, fmt.Sprintf("cold cat, .npy view ÷ the .b2frame in the store's %d KiB blocks", blocks[n]>>10), ms(t[0]), ms(t[2]), x(t[0], t[2]))
+			row(n, "cold cat, .npy view ÷ the store's own chunks in a .blp (no gather)", ms(t[0]), ms(t[3]), x(t[0], t[3]))
 			b.ReportMetric(t[0].Seconds()/t[1].Seconds(), n+"-cat/b2frame")
 			b.ReportMetric(t[0].Seconds()/t[2].Seconds(), n+"-cat/b2frame-blocks")
+			b.ReportMetric(t[0].Seconds()/t[3].Seconds(), n+"-cat/own-chunks")
 			// Whole processes, taking turns.
 			lo, hi := first[n]/4, first[n]/4+100
 			if a.dims == 3 {
