@@ -85,7 +85,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		// The target's own: the whole chunk and every block, each in a
 		// canaried window, and the guard pattern.
-		own := 2*uint64(c.Nbytes) + uint64(c.NumBlocks()+1)*(testkit.CanaryFront+testkit.CanaryBack) + 1<<20 + uint64(c.Nbytes)
+		// (And each block's byte planes twice: through the reader, in a
+		// canaried window, and from memory.)
+		own := 4*uint64(c.Nbytes) + uint64(2*c.NumBlocks()+1)*(testkit.CanaryFront+testkit.CanaryBack) + 1<<20 + uint64(c.Nbytes)
 		defer mem.Check(t, len(b), own)
 		cf := testkit.NewCanary(int(c.Nbytes))
 		full := cf.Dst()
@@ -115,6 +117,7 @@ func FuzzDecode(f *testing.F) {
 					t.Fatalf("block %d differs from the whole decode", i)
 				}
 			}
+			fuzzPlanes(t, c, rc, i, fullErr == nil, dst)
 		}
 		if rc.NumBlocks() > 0 && total != int(c.Nbytes) {
 			t.Fatalf("blocks add up to %d, nbytes %d", total, c.Nbytes)
@@ -136,6 +139,45 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzPlanes decodes block i as byte planes through the reader of rc
+// (a stored stream read straight into its plane, readPlanes) into a
+// canaried window, and from memory (c): both stay in their windows,
+// fail or succeed together and agree; where the chunk decoded (ok), the
+// planes unshuffle to the block's bytes, plain.
+func fuzzPlanes(t *testing.T, c, rc *Chunk, i int, ok bool, plain []byte) {
+	t.Helper()
+	if i > 0 && rc.NeedsBlock0() {
+		return
+	}
+	bl := rc.BlockLen(i)
+	cp := testkit.NewCanary(bl)
+	rerr := rc.DecodeBlockPlanes(cp.Dst(), i)
+	if cerr := cp.Check(); cerr != nil {
+		t.Fatalf("DecodeBlockPlanes(%d) through a reader (err %v) %s", i, rerr, cerr)
+	}
+	mp := make([]byte, bl)
+	merr := c.DecodeBlockPlanes(mp, i)
+	if (rerr == nil) != (merr == nil) {
+		t.Fatalf("DecodeBlockPlanes(%d): through a reader %v, from memory %v", i, rerr, merr)
+	}
+	if rerr != nil {
+		if ok {
+			t.Fatalf("DecodeBlockPlanes(%d): %v, but the whole chunk decoded", i, rerr)
+		}
+		return
+	}
+	if !bytes.Equal(cp.Dst(), mp) {
+		t.Fatalf("DecodeBlockPlanes(%d): through a reader and from memory differ", i)
+	}
+	if ts := rc.PlanesTypesize(i); ok && ts > 1 {
+		back := make([]byte, bl)
+		UnshufflePlanes(back, mp, ts, 0)
+		if !bytes.Equal(back, plain) {
+			t.Fatalf("DecodeBlockPlanes(%d): the planes do not unshuffle to the block", i)
+		}
+	}
 }
 
 // FuzzDecodeRange decodes byte ranges of the blocks of arbitrary chunks,
