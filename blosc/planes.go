@@ -2,7 +2,9 @@ package blosc
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/bloscfs/bloscfs/shuffle"
 )
@@ -64,11 +66,14 @@ const planesPeek = 4<<10 - 4
 
 // readsStreams reports whether DecodeBlockPlanes reads block i, split
 // into n streams, stream by stream (readPlanes): its bytes come from a
-// read of the chunk's reader (not memory, nor lent in place), and the
+// read of the chunk's reader (not memory, nor lent in place: a Zarr
+// chunk file, not a mapped frame nor a remote object), its planes are
+// larger than the bytes read with a header (a smaller stored plane would
+// be copied out of them anyway, at up to two reads a stream), and the
 // block is large enough for a stream to be stored (csize = the plane's
 // size), which then goes straight into its plane.
 func (c *Chunk) readsStreams(i, n int) bool {
-	if n <= 1 || c.data != nil || c.bstarts == nil {
+	if n <= 1 || c.data != nil || c.bstarts == nil || c.BlockLen(i)/n <= planesPeek {
 		return false
 	}
 	if _, _, _, ok := inPlace(c.r); ok {
@@ -85,22 +90,48 @@ func (c *Chunk) readsStreams(i, n int) bool {
 // plane. Reading the block whole into scratch and copying its stored
 // streams into the planes cost the copy (a float32 or float64 block of
 // LZ4 streams whose low mantissa bytes do not compress: three planes of
-// four, seven of eight, 6 % of reading an N-D array's view).
+// four, seven of eight, 6 % of reading an N-D array's view). A reader
+// that can be held open (a Zarr chunk file) is held for the block's
+// reads. Each zstd stream is its own call into libzstd, where
+// decodeSplit gathers a block's in one: no slower on 128 KiB blocks, and
+// c-blosc 1.x does not split zstd blocks.
 func (c *Chunk) readPlanes(dst []byte, i, n int) error {
 	start, end := int64(c.bstarts[i]), int64(c.bends[i])
 	if end > int64(c.Cbytes) || end < start {
 		return fmt.Errorf("%w: block ends at %d past cbytes %d", ErrCorrupt, end, c.Cbytes)
 	}
+	r := c.r
+	if h, ok := r.(Holder); ok {
+		hr, release, err := h.Hold()
+		if err != nil {
+			return fmt.Errorf("%w: %w: %w", ErrCorrupt, errRead, err)
+		}
+		defer release()
+		r = hr
+	}
+	// read reads the block's bytes [off, off+len(p)), which lie inside it.
+	read := func(p []byte, off int64) error {
+		k, err := r.ReadAt(p, start+off)
+		if k == len(p) {
+			return nil
+		}
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("%w: reading %d bytes at %d: %w: %w", ErrCorrupt, len(p), start+off, errRead, err)
+	}
 	size := end - start
 	neblock := len(dst) / n
 	ext := c.Extended()
-	var head [4 + planesPeek]byte
+	hp := getBuf(4 + planesPeek)
 	var sp *[]byte
 	defer func() {
+		putBuf(hp)
 		if sp != nil {
 			putBuf(sp)
 		}
 	}()
+	head := *hp
 	pos := int64(0)
 	for s := range n {
 		// o's capacity runs to the end of dst: the streams after it,
@@ -111,7 +142,7 @@ func (c *Chunk) readPlanes(dst []byte, i, n int) error {
 			return fmt.Errorf("%w: stream %d header past the block end", ErrCorrupt, s)
 		}
 		k := min(size-pos, int64(len(head)))
-		if err := c.readAt(head[:k], start+pos); err != nil {
+		if err := read(head[:k], pos); err != nil {
 			return err
 		}
 		csize := int32(binary.LittleEndian.Uint32(head[:4]))
@@ -134,7 +165,7 @@ func (c *Chunk) readPlanes(dst []byte, i, n int) error {
 		case int(csize) == neblock:
 			m := copy(o, body)
 			if m < neblock {
-				if err := c.readAt(o[m:], start+pos+int64(m)); err != nil {
+				if err := read(o[m:], pos+int64(m)); err != nil {
 					return err
 				}
 			}
@@ -153,7 +184,7 @@ func (c *Chunk) readPlanes(dst []byte, i, n int) error {
 				}
 				cs = (*sp)[:csize]
 				m := copy(cs, body)
-				if err := c.readAt(cs[m:], start+pos+int64(m)); err != nil {
+				if err := read(cs[m:], pos+int64(m)); err != nil {
 					return err
 				}
 			}
