@@ -211,6 +211,53 @@ func TestForegroundSIGTERM(t *testing.T) {
 	}
 }
 
+// TestForegroundSIGTERMAtOnce sends `bloscfs mount -f` SIGTERM the
+// moment its mount appears, ten times: the signal must be handled (the
+// mount unmounted, exit 0) however early it comes. Handlers installed
+// after the mount was made left a window in which SIGTERM killed the
+// daemon and left its mount behind, dead (TestForegroundSIGTERM met it
+// once in CI).
+func TestForegroundSIGTERMAtOnce(t *testing.T) {
+	setup.Require(t)
+	src := copyFixtures(t)
+	for round := range 10 {
+		dir := mounttest.NewMountpoint(t)
+		m := mounttest.Expect(t, bin, src, dir)
+		cmd := exec.Command(bin, "mount", "-f", "--log", filepath.Join(t.TempDir(), "log"), src, dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		m.PID = cmd.Process.Pid
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		deadline := time.Now().Add(30 * time.Second)
+		for !mounttest.IsMounted(dir) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("round %d: %s not mounted after 30s:\n%s", round, dir, out.String())
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("round %d: bloscfs mount -f exited with %v after SIGTERM at once, want 0:\n%s", round, err, out.String())
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("round %d: bloscfs mount -f still runs 15s after SIGTERM", round)
+		}
+		if mounttest.IsMounted(dir) {
+			t.Errorf("round %d: %s still mounted after SIGTERM at once", round, dir)
+		}
+	}
+}
+
 // TestAllowOther checks that another user (nobody) cannot read a default
 // mount but can read one made with -o allow_other, which also carries
 // default_permissions.

@@ -324,6 +324,15 @@ func runMount(c *mountConfig, stderr io.Writer) error {
 	defer closeLog()
 	prefixMount(logger, mnt)
 	o.Logger = logger
+	// The signals that stop the mount, and SIGUSR1 (whose default would
+	// kill the daemon), are caught from before the mount is made: one
+	// that arrives while it is made, or between mount(2) and the
+	// handlers, is handled once it is served, instead of killing the
+	// daemon and leaving its mount behind, dead.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	statSigs := make(chan os.Signal, 1)
+	signal.Notify(statSigs, syscall.SIGUSR1)
 	if c.autoUnmount {
 		// Started before the mount is made, so that a daemon killed
 		// at any moment after mount(2) is cleaned up after.
@@ -367,10 +376,8 @@ func runMount(c *mountConfig, stderr io.Writer) error {
 	logger.Printf("serving %s at %s", c.given[0], c.given[1])
 	notify.ready(logDest)
 
-	logStatsOn(syscall.SIGUSR1, stats, logger)
+	logStatsOn(statSigs, stats, logger)
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	detached := make(chan struct{})
 	go func() {
 		for s := range sigs {
@@ -479,10 +486,8 @@ func runWatcher(dir string) int {
 type statser interface{ Stats() bfs.Stats }
 
 // logStatsOn writes the mount's statistics (as bloscfs stats --json
-// prints them) to the log on each sig.
-func logStatsOn(sig os.Signal, f statser, logger *log.Logger) {
-	c := make(chan os.Signal, 1)
-	signal.Notify(c, sig)
+// prints them) to the log on each signal that c delivers.
+func logStatsOn(c <-chan os.Signal, f statser, logger *log.Logger) {
 	go func() {
 		for range c {
 			var b strings.Builder
