@@ -1273,7 +1273,7 @@ func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) e
 // others' from the back: the pieces of one chunk (the rows of its part
 // of an N-D view) stay with one goroutine, which writes its part of the
 // read, and which decoded, in the read before, the blocks whose other
-// rows this read takes (2-5 % of the CPU of reading an N-D view, where
+// rows this read takes (1-5 % of the CPU of reading an N-D view, where
 // goroutines taking the next piece in turn wrote rows side by side).
 // The goroutines take the pieces from a pooled copy, so that the
 // caller's (a read's array on its stack) stay where they are.
@@ -1325,6 +1325,7 @@ func (r *ChunkReader) fillParallel(missing []piece, mode readMode, reader func()
 // are done, from the back.
 type segment struct{ v atomic.Uint64 }
 
+// set makes the share [lo, hi).
 func (s *segment) set(lo, hi int) { s.v.Store(uint64(lo)<<32 | uint64(hi)) }
 
 // front takes the first piece left.

@@ -333,6 +333,8 @@ func runMount(c *mountConfig, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	statSigs := make(chan os.Signal, 1)
 	signal.Notify(statSigs, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
+	defer signal.Stop(statSigs)
 	if c.autoUnmount {
 		// Started before the mount is made, so that a daemon killed
 		// at any moment after mount(2) is cleaned up after.
