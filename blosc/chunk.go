@@ -110,7 +110,13 @@ func (c *Chunk) readAt(p []byte, off int64) error {
 		copy(p, c.head[off:])
 		return nil
 	}
-	n, err := c.r.ReadAt(p, off)
+	return readFull(c.r, p, off)
+}
+
+// readFull reads len(p) bytes at off of r: a short read is an error
+// that wraps ErrCorrupt and says the read failed (ReadFailed).
+func readFull(r io.ReaderAt, p []byte, off int64) error {
+	n, err := r.ReadAt(p, off)
 	if n == len(p) {
 		return nil
 	}

@@ -2,9 +2,7 @@ package blosc
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 
 	"github.com/bloscfs/bloscfs/shuffle"
 )
@@ -110,16 +108,7 @@ func (c *Chunk) readPlanes(dst []byte, i, n int) error {
 		r = hr
 	}
 	// read reads the block's bytes [off, off+len(p)), which lie inside it.
-	read := func(p []byte, off int64) error {
-		k, err := r.ReadAt(p, start+off)
-		if k == len(p) {
-			return nil
-		}
-		if err == nil || errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return fmt.Errorf("%w: reading %d bytes at %d: %w: %w", ErrCorrupt, len(p), start+off, errRead, err)
-	}
+	read := func(p []byte, off int64) error { return readFull(r, p, start+off) }
 	size := end - start
 	neblock := len(dst) / n
 	ext := c.Extended()
@@ -175,11 +164,10 @@ func (c *Chunk) readPlanes(dst []byte, i, n int) error {
 			if int(csize) <= len(body) {
 				cs = body[:csize]
 			} else {
-				if sp == nil {
-					sp = getBuf(int(csize))
-				}
-				if cap(*sp) < int(csize) {
-					putBuf(sp)
+				if sp == nil || cap(*sp) < int(csize) {
+					if sp != nil {
+						putBuf(sp)
+					}
 					sp = getBuf(int(csize))
 				}
 				cs = (*sp)[:csize]

@@ -2,7 +2,6 @@ package blosc
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 
@@ -252,12 +251,8 @@ func (s *blockSrc) get(lo, hi, ahead int) ([]byte, error) {
 		}
 	}
 	end := min(max(hi, lo+ahead), len(b))
-	n, err := s.r.ReadAt(b[lo:end], s.start+int64(lo))
-	if n != end-lo {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, fmt.Errorf("%w: reading %d bytes at %d: %w: %w", ErrCorrupt, end-lo, s.start+int64(lo), errRead, err)
+	if err := readFull(s.r, b[lo:end], s.start+int64(lo)); err != nil {
+		return nil, err
 	}
 	if len(s.spans) < 32 {
 		s.spans = append(s.spans, [2]int{lo, end})
@@ -273,14 +268,7 @@ func (s *blockSrc) readTo(p []byte, lo int) error {
 	if lo < 0 || lo+len(p) > len(s.buf) {
 		return fmt.Errorf("%w: stream bytes [%d,%d) past the block's %d", ErrCorrupt, lo, lo+len(p), len(s.buf))
 	}
-	n, err := s.r.ReadAt(p, s.start+int64(lo))
-	if n != len(p) {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return fmt.Errorf("%w: reading %d bytes at %d: %w: %w", ErrCorrupt, len(p), s.start+int64(lo), errRead, err)
-	}
-	return nil
+	return readFull(s.r, p, s.start+int64(lo))
 }
 
 // lz4WholeRead is the size up to which a read-mode blockSrc reads an LZ4
