@@ -30,6 +30,9 @@ import (
 
 // MountInfo is one line of /proc/self/mountinfo.
 type MountInfo struct {
+	// ID is the mount's ID, unique among the mounts that exist at one
+	// time (the kernel hands a freed ID out again).
+	ID     uint64
 	Dir    string // the mountpoint
 	Source string // the mount's source (fsname)
 	FSType string // fuse.bloscfs for ours
@@ -47,6 +50,11 @@ func (m MountInfo) Conn() string {
 
 // Dev returns the mount's device as "MAJOR:MINOR".
 func (m MountInfo) Dev() string { return fmt.Sprintf("%d:%d", m.Major, m.Minor) }
+
+// Stamp names the mount among those that exist with it: "ID MAJOR:MINOR".
+// A mount stacked on a directory later has another stamp than the one
+// below it, which still exists.
+func (m MountInfo) Stamp() string { return fmt.Sprintf("%d %s", m.ID, m.Dev()) }
 
 // Mounts lists the mounts of this process's namespace, in the order of
 // /proc/self/mountinfo (a later mount on the same directory is above an
@@ -69,6 +77,7 @@ func Mounts() ([]MountInfo, error) {
 			continue
 		}
 		m := MountInfo{Dir: UnescapeMount(f[4]), FSType: fa[0], Source: UnescapeMount(fa[1])}
+		m.ID, _ = strconv.ParseUint(f[0], 10, 64)
 		if maj, min, ok := strings.Cut(f[2], ":"); ok {
 			a, err1 := strconv.ParseUint(maj, 10, 32)
 			b, err2 := strconv.ParseUint(min, 10, 32)
@@ -294,24 +303,33 @@ func fusermount() (string, error) {
 // then still at dir and dead (its daemon gone, a look at it fails with
 // ENOTCONN), it unmounts it lazily, so that dir is an empty directory
 // again; a mount that was unmounted cleanly, or one that still answers
-// after watchGrace, is left alone. The daemon writes the mount's device
-// ("MAJOR:MINOR") once it is mounted: the watcher unmounts only a mount
-// of that device, and none at all when it got none (the daemon died
-// before it knew its mount, or another mount is at dir now). It unmounts
-// without following a symbolic link at dir.
+// after watchGrace, is left alone. It unmounts without following a
+// symbolic link at dir.
+//
+// The watcher unmounts only the daemon's mount. The daemon writes that
+// mount's device ("MAJOR:MINOR") once it is mounted, and an empty line
+// when it has no mount of its own at dir (another mount is above it):
+// then only a mount of that device is unmounted, and none at all after an
+// empty line. A daemon killed between mount(2) and that line writes
+// nothing: then its mount is the bloscfs mount at dir that was not there
+// before it mounted, when the topmost mount at dir had the stamp below
+// (MountInfo.Stamp; "" when nothing was mounted at dir).
 //
 // fusermount3's own auto_unmount is not used: the fusermount3 of fuse
 // 3.14 checks the dead mount with its root privileges, which a mount
 // without allow_other refuses (EACCES instead of ENOTCONN), so that a
 // user's mount was never cleaned.
-func WatchAutoUnmount(dir string, r io.Reader) error {
+func WatchAutoUnmount(dir, below string, r io.Reader) error {
 	b, _ := io.ReadAll(io.LimitReader(r, 64)) // returns when the daemon is gone
 	dev := strings.TrimSpace(string(b))
 	m, ok, err := MountAt(dir)
 	if err != nil || !ok || m.FSType != "fuse.bloscfs" {
 		return err
 	}
-	if dev == "" || dev != m.Dev() {
+	switch {
+	case len(b) == 0 && m.Stamp() != below:
+		dev = m.Dev() // mounted since the daemon started: its own
+	case dev == "" || dev != m.Dev():
 		return nil // not known to be the daemon's mount
 	}
 	// The pipe ends when the dying daemon closes it, which may come just

@@ -72,6 +72,18 @@ func deadMountAt(t *testing.T) (string, MountInfo) {
 	if err != nil || !ok {
 		t.Fatalf("not in the mount table: %v", err)
 	}
+	abortConn(t, m)
+	server.Wait()
+	if st := ProbeMount(mnt, 5*time.Second); st != MountDead {
+		t.Fatalf("the aborted mount is %v, not dead", st)
+	}
+	return mnt, m
+}
+
+// abortConn aborts the connection of the FUSE mount m, as the death of
+// its daemon does.
+func abortConn(t *testing.T, m MountInfo) {
+	t.Helper()
 	if ok, _ := IsMountpoint("/sys/fs/fuse/connections"); !ok {
 		if err := syscall.Mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, ""); err != nil {
 			t.Fatal(err)
@@ -80,25 +92,23 @@ func deadMountAt(t *testing.T) (string, MountInfo) {
 	if err := os.WriteFile(filepath.Join("/sys/fs/fuse/connections", m.Conn(), "abort"), []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}
-	server.Wait()
-	if st := ProbeMount(mnt, 5*time.Second); st != MountDead {
-		t.Fatalf("the aborted mount is %v, not dead", st)
-	}
-	return mnt, m
 }
 
 // TestWatcherOnlyItsMount: the auto_unmount watcher leaves a dead mount
-// alone unless the daemon told it that mount's device: none (the daemon
-// died before it knew its mount), or another; and Unmount never follows
-// a symbolic link to a mountpoint (issue 33, point 13).
+// alone unless it is the daemon's: the daemon told it another device, or
+// an empty line (it has no mount of its own there), or nothing at all
+// while the dead mount was there before the daemon started; and Unmount
+// never follows a symbolic link to a mountpoint (issue 33, point 13).
 func TestWatcherOnlyItsMount(t *testing.T) {
 	mnt, m := deadMountAt(t)
-	for _, dev := range []string{"", "\n", "0:1\n", "7:" + m.Dev()} {
-		if err := WatchAutoUnmount(mnt, strings.NewReader(dev)); err != nil {
-			t.Errorf("device %q: %v", dev, err)
+	for _, c := range []struct{ dev, below string }{
+		{"", m.Stamp()}, {"\n", ""}, {"\n", m.Stamp()}, {"0:1\n", ""}, {"7:" + m.Dev(), ""},
+	} {
+		if err := WatchAutoUnmount(mnt, c.below, strings.NewReader(c.dev)); err != nil {
+			t.Errorf("device %q, below %q: %v", c.dev, c.below, err)
 		}
 		if ok, _ := IsMountpoint(mnt); !ok {
-			t.Fatalf("the watcher told device %q unmounted the dead mount of %s", dev, m.Dev())
+			t.Fatalf("the watcher told device %q (below %q) unmounted the dead mount %s", c.dev, c.below, m.Stamp())
 		}
 	}
 	link := filepath.Join(t.TempDir(), "link")
@@ -111,11 +121,32 @@ func TestWatcherOnlyItsMount(t *testing.T) {
 	if ok, _ := IsMountpoint(mnt); !ok {
 		t.Fatalf("Unmount followed the symbolic link %s to the mountpoint", link)
 	}
-	if err := WatchAutoUnmount(mnt, strings.NewReader(m.Dev()+"\n")); err != nil {
+	if err := WatchAutoUnmount(mnt, m.Stamp(), strings.NewReader(m.Dev()+"\n")); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := IsMountpoint(mnt); ok {
 		t.Errorf("the watcher told the mount's own device %s left it", m.Dev())
+	}
+}
+
+// TestWatcherDaemonDiedEarly: a daemon killed between mount(2) and
+// telling its watcher the mount's device tells it nothing. Its mount is
+// then the bloscfs mount at the mountpoint that was not there before it
+// started: the watcher unmounts it, whether nothing was mounted there
+// before or another mount was (TestWatcherOnlyItsMount: not when that
+// mount is the one there now).
+func TestWatcherDaemonDiedEarly(t *testing.T) {
+	for _, below := range []string{"", "1 0:1"} {
+		mnt, m := deadMountAt(t)
+		if m.ID == 0 || m.Stamp() == below {
+			t.Fatalf("no mount ID read from the mount table: %+v", m)
+		}
+		if err := WatchAutoUnmount(mnt, below, strings.NewReader("")); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := IsMountpoint(mnt); ok {
+			t.Errorf("the watcher of a daemon that said nothing left its dead mount %s (below it before: %q)", m.Stamp(), below)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	bfs "github.com/bloscfs/bloscfs/fs"
 	"github.com/bloscfs/bloscfs/internal/testkit"
 	"github.com/bloscfs/bloscfs/internal/testkit/mounttest"
 	"golang.org/x/sys/unix"
@@ -344,6 +345,99 @@ func TestAutoUnmount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAutoUnmountDiedEarly: a daemon killed between mount(2) and telling
+// its auto_unmount watcher the mount's device still has its dead mount
+// cleared. "said-nothing" runs the watcher as the daemon starts it (this
+// program, with its pipe and what was mounted at the mountpoint before)
+// beside a daemon of its own, kills that daemon once it serves, and
+// closes the pipe without a word: the window made as wide as it can be.
+// "killed-at-once" kills a real auto_unmount daemon the moment its mount
+// appears in the mount table, a few times, which lands in that window
+// or just after it.
+func TestAutoUnmountDiedEarly(t *testing.T) {
+	findTool(t, "fusermount3")
+	src, _ := smallSource(t)
+	os.WriteFile(filepath.Join(src, "hello.txt"), []byte("hello\n"), 0o644)
+	gone := func(t *testing.T, dir string, killed time.Time, m *mounttest.Mount) {
+		t.Helper()
+		if !testkit.Eventually(t, time.Second, func() bool { return !mounttest.IsMounted(dir) }) {
+			t.Fatalf("%s is still mounted %v after its daemon was killed\nlog:\n%s", dir, time.Since(killed), m.LogText())
+		}
+		checkUsableEmpty(t, dir)
+	}
+	t.Run("said-nothing", func(t *testing.T) {
+		dir := mounttest.NewMountpoint(t)
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		// The watcher's interface (cmd/bloscfs, startWatcher): nothing was
+		// mounted at dir before.
+		watcher := exec.Command(bin)
+		watcher.Env = append(os.Environ(), "BLOSCFS_AUTO_UNMOUNT_WATCH="+dir, "BLOSCFS_AUTO_UNMOUNT_BELOW=")
+		watcher.ExtraFiles = []*os.File{r}
+		if err := watcher.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		var waitErr error
+		waited := make(chan struct{})
+		go func() { waitErr = watcher.Wait(); close(waited) }()
+		t.Cleanup(func() {
+			w.Close()
+			select {
+			case <-waited:
+			case <-time.After(10 * time.Second):
+				watcher.Process.Kill()
+			}
+		})
+		m := mounttest.Foreground(t, bin, src, dir)
+		readHello(t, false, dir)
+		syscall.Kill(m.PID, syscall.SIGKILL)
+		<-m.Exited
+		if st := bfs.ProbeMount(dir, 5*time.Second); st != bfs.MountDead {
+			t.Fatalf("the killed daemon's mount is %v, not dead", st)
+		}
+		killed := time.Now()
+		w.Close()
+		gone(t, dir, killed, m)
+		<-waited
+		if waitErr != nil {
+			t.Errorf("the watcher: %v", waitErr)
+		}
+	})
+	t.Run("killed-at-once", func(t *testing.T) {
+		for i := range 3 {
+			dir := mounttest.NewMountpoint(t)
+			m := mounttest.Expect(t, bin, src, dir)
+			m.Log = filepath.Join(t.TempDir(), "log")
+			cmd := exec.Command(bin, "mount", "-f", "--log", m.Log, "-o", "auto_unmount", src, dir)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { cmd.Wait(); close(exited) }()
+			start := time.Now()
+			for !mounttest.IsMounted(dir) {
+				select {
+				case <-exited:
+					t.Fatalf("run %d: the daemon exited before mounting:\n%s", i, m.LogText())
+				default:
+				}
+				if time.Since(start) > 30*time.Second {
+					cmd.Process.Kill()
+					t.Fatalf("run %d: not mounted after 30s", i)
+				}
+			}
+			cmd.Process.Kill()
+			killed := time.Now()
+			<-exited
+			gone(t, dir, killed, m)
+		}
+	})
 }
 
 // readHello reads hello.txt in the mount at dir, as the user nobody for

@@ -440,6 +440,11 @@ func runMount(c *mountConfig, stderr io.Writer) error {
 // mount made with auto_unmount (see startWatcher).
 const watchEnv = "BLOSCFS_AUTO_UNMOUNT_WATCH"
 
+// watchBelowEnv passes the watcher the stamp of the topmost mount at the
+// mountpoint before the daemon mounts there (bfs.MountInfo.Stamp; empty
+// when there is none).
+const watchBelowEnv = "BLOSCFS_AUTO_UNMOUNT_BELOW"
+
 // watchPipe is the daemon's end of the pipe to its watcher. It is never
 // closed (and kept here, so that no finalizer closes it): the daemon's
 // exit closes it, which wakes the watcher.
@@ -449,11 +454,20 @@ var watchPipe *os.File
 // again, in a session of its own, which waits for the daemon to exit and
 // then unmounts the mount if it is dead (bfs.WatchAutoUnmount). It runs
 // as the daemon's user, and unmounts as the daemon would: umount2(2) as
-// root, fusermount3 -u otherwise.
+// root, fusermount3 -u otherwise. It must be called before the mount is
+// made: it notes what is mounted at mnt before, so that the watcher knows
+// the daemon's mount even if the daemon dies before it can say which it
+// is.
 func startWatcher(mnt string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
+	}
+	below := ""
+	if m, ok, err := bfs.MountAt(mnt); err != nil {
+		return err
+	} else if ok {
+		below = m.Stamp()
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -461,7 +475,7 @@ func startWatcher(mnt string) error {
 	}
 	defer r.Close()
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), watchEnv+"="+mnt)
+	cmd.Env = append(os.Environ(), watchEnv+"="+mnt, watchBelowEnv+"="+below)
 	cmd.ExtraFiles = []*os.File{r} // fd 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Dir = "/"
@@ -478,7 +492,7 @@ func startWatcher(mnt string) error {
 // meant for the daemon, the end of a terminal) do not stop it.
 func runWatcher(dir string) int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	if err := bfs.WatchAutoUnmount(dir, os.NewFile(3, "daemon")); err != nil {
+	if err := bfs.WatchAutoUnmount(dir, os.Getenv(watchBelowEnv), os.NewFile(3, "daemon")); err != nil {
 		return 1
 	}
 	return 0
