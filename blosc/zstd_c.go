@@ -134,6 +134,7 @@ func cZstdDecode(dst, src []byte) error {
 	// hostile stream of empty frames decodes to nothing for as long as
 	// it is long.
 	n := C.bz_decompress(c.p, d, C.size_t(len(dst)), unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)))
+	runtime.KeepAlive(c) // its cleanup frees c.p
 	putDctx(c)
 	if n < 0 {
 		return fmt.Errorf("libzstd: corrupt stream")
@@ -177,6 +178,7 @@ func libzstdDecodeBatch(dst, src []byte, jobs []int64) (int, error) {
 	}
 	libzstdBatchCalls.Add(1)
 	r := int(C.bz_decompress_batch(c.p, (*C.char)(d), (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), C.int(n)))
+	runtime.KeepAlive(c) // its cleanup frees c.p
 	putDctx(c)
 	switch {
 	case r < 0:

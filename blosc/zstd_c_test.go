@@ -339,7 +339,7 @@ func TestDctxFreed(t *testing.T) {
 		putDctx(d)
 	}
 	held = nil
-	for range 50 {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		runtime.GC()
 		if dctxLive.Load() <= before {
 			return

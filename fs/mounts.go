@@ -52,8 +52,9 @@ func (m MountInfo) Conn() string {
 func (m MountInfo) Dev() string { return fmt.Sprintf("%d:%d", m.Major, m.Minor) }
 
 // Stamp names the mount among those that exist with it: "ID MAJOR:MINOR".
-// A mount stacked on a directory later has another stamp than the one
-// below it, which still exists.
+// A mount stacked on a directory has another stamp than the one below
+// it, as long as that one exists: the kernel hands out a freed mount ID
+// and device number again.
 func (m MountInfo) Stamp() string { return fmt.Sprintf("%d %s", m.ID, m.Dev()) }
 
 // Mounts lists the mounts of this process's namespace, in the order of
@@ -308,26 +309,34 @@ func fusermount() (string, error) {
 //
 // The watcher unmounts only the daemon's mount. The daemon writes that
 // mount's device ("MAJOR:MINOR") once it is mounted, and an empty line
-// when it has no mount of its own at dir (another mount is above it):
-// then only a mount of that device is unmounted, and none at all after an
+// when it finds no bloscfs mount at dir then, or fails to mount: then
+// only a mount of that device is unmounted, and none at all after an
 // empty line. A daemon killed between mount(2) and that line writes
 // nothing: then its mount is the bloscfs mount at dir that was not there
 // before it mounted, when the topmost mount at dir had the stamp below
-// (MountInfo.Stamp; "" when nothing was mounted at dir).
+// (MountInfo.Stamp, or NothingBelow). With below "" (not known: a daemon
+// older than this rule) or a pipe that fails to read, a daemon that said
+// nothing is taken to have no mount. Should the mount below go away
+// before the daemon mounts, its mount may get the same stamp and is then
+// left: the rule errs towards leaving a mount, never towards unmounting
+// another.
 //
 // fusermount3's own auto_unmount is not used: the fusermount3 of fuse
 // 3.14 checks the dead mount with its root privileges, which a mount
 // without allow_other refuses (EACCES instead of ENOTCONN), so that a
 // user's mount was never cleaned.
 func WatchAutoUnmount(dir, below string, r io.Reader) error {
-	b, _ := io.ReadAll(io.LimitReader(r, 64)) // returns when the daemon is gone
+	b, err := io.ReadAll(io.LimitReader(r, 64)) // returns when the daemon is gone
+	if err != nil {
+		return fmt.Errorf("reading the daemon's pipe: %w", err)
+	}
 	dev := strings.TrimSpace(string(b))
 	m, ok, err := MountAt(dir)
 	if err != nil || !ok || m.FSType != "fuse.bloscfs" {
 		return err
 	}
 	switch {
-	case len(b) == 0 && m.Stamp() != below:
+	case len(b) == 0 && below != "" && m.Stamp() != below:
 		dev = m.Dev() // mounted since the daemon started: its own
 	case dev == "" || dev != m.Dev():
 		return nil // not known to be the daemon's mount
@@ -352,6 +361,10 @@ func WatchAutoUnmount(dir, below string, r io.Reader) error {
 		}
 	}
 }
+
+// NothingBelow is the stamp WatchAutoUnmount is given when nothing was
+// mounted at the mountpoint before the daemon mounted there.
+const NothingBelow = "none"
 
 // watchGrace is how long the watcher keeps looking at a mount that still
 // answers once the daemon's end of the pipe is closed.

@@ -2,11 +2,13 @@ package fs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/bloscfs/bloscfs/internal/testkit"
@@ -97,12 +99,13 @@ func abortConn(t *testing.T, m MountInfo) {
 // TestWatcherOnlyItsMount: the auto_unmount watcher leaves a dead mount
 // alone unless it is the daemon's: the daemon told it another device, or
 // an empty line (it has no mount of its own there), or nothing at all
-// while the dead mount was there before the daemon started; and Unmount
+// while the dead mount was there before the daemon started or what was
+// there is not known; and Unmount
 // never follows a symbolic link to a mountpoint (issue 33, point 13).
 func TestWatcherOnlyItsMount(t *testing.T) {
 	mnt, m := deadMountAt(t)
 	for _, c := range []struct{ dev, below string }{
-		{"", m.Stamp()}, {"\n", ""}, {"\n", m.Stamp()}, {"0:1\n", ""}, {"7:" + m.Dev(), ""},
+		{"", m.Stamp()}, {"", ""}, {"\n", NothingBelow}, {"\n", m.Stamp()}, {"0:1\n", NothingBelow}, {"7:" + m.Dev(), NothingBelow},
 	} {
 		if err := WatchAutoUnmount(mnt, c.below, strings.NewReader(c.dev)); err != nil {
 			t.Errorf("device %q, below %q: %v", c.dev, c.below, err)
@@ -133,19 +136,35 @@ func TestWatcherOnlyItsMount(t *testing.T) {
 // telling its watcher the mount's device tells it nothing. Its mount is
 // then the bloscfs mount at the mountpoint that was not there before it
 // started: the watcher unmounts it, whether nothing was mounted there
-// before or another mount was (TestWatcherOnlyItsMount: not when that
-// mount is the one there now).
+// before or another mount was (one whose stamp differs in its ID alone,
+// or in its device alone; TestWatcherOnlyItsMount: not when that mount
+// is the one there now). A pipe that fails to read is not the daemon's
+// silence.
 func TestWatcherDaemonDiedEarly(t *testing.T) {
-	for _, below := range []string{"", "1 0:1"} {
+	for _, c := range []struct {
+		name  string
+		below func(MountInfo) string
+	}{
+		{"nothing", func(MountInfo) string { return NothingBelow }},
+		{"another ID", func(m MountInfo) string { return fmt.Sprintf("%d %s", m.ID+1, m.Dev()) }},
+		{"another device", func(m MountInfo) string { return fmt.Sprintf("%d %d:%d", m.ID, m.Major, m.Minor+1) }},
+	} {
 		mnt, m := deadMountAt(t)
+		below := c.below(m)
 		if m.ID == 0 || m.Stamp() == below {
-			t.Fatalf("no mount ID read from the mount table: %+v", m)
+			t.Fatalf("%s: no mount ID read from the mount table: %+v", c.name, m)
+		}
+		if err := WatchAutoUnmount(mnt, below, iotest.ErrReader(errors.New("bad fd"))); err == nil {
+			t.Errorf("%s: a pipe that fails to read: no error", c.name)
+		}
+		if ok, _ := IsMountpoint(mnt); !ok {
+			t.Fatalf("%s: the watcher unmounted %s after its pipe failed to read", c.name, m.Stamp())
 		}
 		if err := WatchAutoUnmount(mnt, below, strings.NewReader("")); err != nil {
 			t.Fatal(err)
 		}
 		if ok, _ := IsMountpoint(mnt); ok {
-			t.Errorf("the watcher of a daemon that said nothing left its dead mount %s (below it before: %q)", m.Stamp(), below)
+			t.Errorf("%s: the watcher of a daemon that said nothing left its dead mount %s (below it before: %q)", c.name, m.Stamp(), below)
 		}
 	}
 }

@@ -377,7 +377,7 @@ func TestAutoUnmountDiedEarly(t *testing.T) {
 		// The watcher's interface (cmd/bloscfs, startWatcher): nothing was
 		// mounted at dir before.
 		watcher := exec.Command(bin)
-		watcher.Env = append(os.Environ(), "BLOSCFS_AUTO_UNMOUNT_WATCH="+dir, "BLOSCFS_AUTO_UNMOUNT_BELOW=")
+		watcher.Env = append(os.Environ(), "BLOSCFS_AUTO_UNMOUNT_WATCH="+dir, "BLOSCFS_AUTO_UNMOUNT_BELOW="+bfs.NothingBelow)
 		watcher.ExtraFiles = []*os.File{r}
 		if err := watcher.Start(); err != nil {
 			t.Fatal(err)

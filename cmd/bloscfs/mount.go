@@ -360,6 +360,12 @@ func runMount(c *mountConfig, stderr io.Writer) error {
 		}
 	}
 	if err != nil {
+		if watchPipe != nil {
+			// No mount of this daemon's: a mount at the mountpoint
+			// now, even one made since the watcher started, is
+			// another's.
+			fmt.Fprintln(watchPipe)
+		}
 		err = helperError(err)
 		notify.fail(err)
 		return err
@@ -441,8 +447,8 @@ func runMount(c *mountConfig, stderr io.Writer) error {
 const watchEnv = "BLOSCFS_AUTO_UNMOUNT_WATCH"
 
 // watchBelowEnv passes the watcher the stamp of the topmost mount at the
-// mountpoint before the daemon mounts there (bfs.MountInfo.Stamp; empty
-// when there is none).
+// mountpoint before the daemon mounts there (bfs.MountInfo.Stamp, or
+// bfs.NothingBelow).
 const watchBelowEnv = "BLOSCFS_AUTO_UNMOUNT_BELOW"
 
 // watchPipe is the daemon's end of the pipe to its watcher. It is never
@@ -463,7 +469,7 @@ func startWatcher(mnt string) error {
 	if err != nil {
 		return err
 	}
-	below := ""
+	below := bfs.NothingBelow
 	if m, ok, err := bfs.MountAt(mnt); err != nil {
 		return err
 	} else if ok {
@@ -492,6 +498,8 @@ func startWatcher(mnt string) error {
 // meant for the daemon, the end of a terminal) do not stop it.
 func runWatcher(dir string) int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// Unset (a daemon older than the variable, its binary replaced on
+	// disk since): "", which keeps the older rule.
 	if err := bfs.WatchAutoUnmount(dir, os.Getenv(watchBelowEnv), os.NewFile(3, "daemon")); err != nil {
 		return 1
 	}
