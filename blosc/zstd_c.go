@@ -54,7 +54,6 @@ import "C"
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -72,43 +71,37 @@ func loadLibzstd() {
 	libzstdDecode = cZstdDecode
 }
 
-// A dctx is one libzstd decompression context: about 100 KiB of C
-// memory (its literal buffer, the entropy tables it rebuilds per frame),
-// freed once the Go object is collected.
-type dctx struct{ p unsafe.Pointer }
+// dctxs holds idle libzstd decompression contexts (each about 100 KiB of
+// C memory), at most maxIdleDctx of them: a decode takes one or makes one,
+// and gives it back or frees it.
+var (
+	dctxMu sync.Mutex
+	dctxs  []unsafe.Pointer
+)
 
-// dctxs holds idle contexts. A sync.Pool keeps one per processor at
-// hand, so that a goroutine takes the context its processor's thread
-// used last, whose memory is in that core's cache: a shared stack handed
-// each call the context the other core had just written (a 32 KiB Zarr
-// block's decode writes most of the literal buffer), and a 1 GiB float32
-// zstd cube's view, 33,000 decodes, spent 345 ms in libzstd on two cores
-// against 302 on one. The pool drops idle contexts at garbage
-// collections; the cleanup frees the C memory of those.
-var dctxs = sync.Pool{New: func() any {
-	p := C.bz_create()
-	if p == nil {
-		return (*dctx)(nil)
+const maxIdleDctx = 64
+
+func getDctx() unsafe.Pointer {
+	dctxMu.Lock()
+	if n := len(dctxs); n > 0 {
+		c := dctxs[n-1]
+		dctxs = dctxs[:n-1]
+		dctxMu.Unlock()
+		return c
 	}
-	dctxLive.Add(1)
-	d := &dctx{p}
-	runtime.AddCleanup(d, func(p unsafe.Pointer) {
-		C.bz_free(p)
-		dctxLive.Add(-1)
-	}, p)
-	return d
-}}
+	dctxMu.Unlock()
+	return C.bz_create()
+}
 
-// dctxLive counts the contexts not yet freed (for the tests).
-var dctxLive atomic.Int64
-
-// getDctx returns an idle context, or nil if libzstd cannot make one.
-func getDctx() *dctx { return dctxs.Get().(*dctx) }
-
-// putDctx gives d back; it must not be used after.
-func putDctx(d *dctx) {
-	if d != nil {
-		dctxs.Put(d)
+func putDctx(c unsafe.Pointer) {
+	dctxMu.Lock()
+	if len(dctxs) < maxIdleDctx {
+		dctxs = append(dctxs, c)
+		c = nil
+	}
+	dctxMu.Unlock()
+	if c != nil {
+		C.bz_free(c)
 	}
 }
 
@@ -133,8 +126,7 @@ func cZstdDecode(dst, src []byte) error {
 	// Bounded on both sides: libzstd decodes every frame in src, and a
 	// hostile stream of empty frames decodes to nothing for as long as
 	// it is long.
-	n := C.bz_decompress(c.p, d, C.size_t(len(dst)), unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)))
-	runtime.KeepAlive(c) // its cleanup frees c.p
+	n := C.bz_decompress(c, d, C.size_t(len(dst)), unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)))
 	putDctx(c)
 	if n < 0 {
 		return fmt.Errorf("libzstd: corrupt stream")
@@ -177,8 +169,7 @@ func libzstdDecodeBatch(dst, src []byte, jobs []int64) (int, error) {
 		return 0, fmt.Errorf("libzstd: cannot create a decompression context")
 	}
 	libzstdBatchCalls.Add(1)
-	r := int(C.bz_decompress_batch(c.p, (*C.char)(d), (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), C.int(n)))
-	runtime.KeepAlive(c) // its cleanup frees c.p
+	r := int(C.bz_decompress_batch(c, (*C.char)(d), (*C.char)(unsafe.Pointer(unsafe.SliceData(src))), (*C.longlong)(unsafe.Pointer(unsafe.SliceData(jobs))), C.int(n)))
 	putDctx(c)
 	switch {
 	case r < 0:

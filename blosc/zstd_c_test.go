@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // deep recurses n frames of 256 bytes each, growing the goroutine's stack
@@ -316,35 +315,4 @@ func zstdStreamAt(t *testing.T, c *Chunk, i int) int64 {
 	}
 	t.Fatalf("block %d has no zstd stream", i)
 	return 0
-}
-
-// TestDctxFreed: the libzstd contexts that many goroutines took at once
-// are freed once the pool has dropped them (two collections), so that a
-// burst of decodes holds no C memory after it.
-func TestDctxFreed(t *testing.T) {
-	if libzstd() == nil {
-		t.Skip("libzstd.so.1 does not load here")
-	}
-	before := dctxLive.Load()
-	held := make([]*dctx, 200)
-	for i := range held {
-		if held[i] = getDctx(); held[i] == nil {
-			t.Fatal("no context")
-		}
-	}
-	if n := dctxLive.Load(); n < before+int64(len(held))-int64(runtime.GOMAXPROCS(0))*8 {
-		t.Fatalf("%d contexts live holding %d (%d before)", n, len(held), before)
-	}
-	for _, d := range held {
-		putDctx(d)
-	}
-	held = nil
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		runtime.GC()
-		if dctxLive.Load() <= before {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("%d contexts live after the pool dropped them, %d before the burst", dctxLive.Load(), before)
 }
