@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -438,6 +442,105 @@ func TestAutoUnmountDiedEarly(t *testing.T) {
 			gone(t, dir, killed, m)
 		}
 	})
+}
+
+// TestAutoUnmountFailedMount: a daemon that fails to mount tells its
+// watcher so (an empty line), and the watcher then leaves alone a dead
+// mount that another daemon made at the mountpoint after the watcher
+// started: it is not this daemon's. The daemon mounts a bucket whose
+// endpoint holds its first request until the other mount is in place
+// and dead, then refuses it.
+func TestAutoUnmountFailedMount(t *testing.T) {
+	findTool(t, "fusermount3")
+	src, _ := smallSource(t)
+	os.WriteFile(filepath.Join(src, "hello.txt"), []byte("hello\n"), 0o644)
+	asked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(asked) })
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	defer srv.Close()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	dir := mounttest.NewMountpoint(t)
+	log := filepath.Join(t.TempDir(), "log")
+	cmd := exec.Command(bin, "mount", "-f", "--log", log, "-o", "auto_unmount", "--endpoint", srv.URL, "s3://bucket", dir)
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=k", "AWS_SECRET_ACCESS_KEY=s", "AWS_REGION=us-east-1",
+		"AWS_PROFILE=", "AWS_SESSION_TOKEN=", "AWS_EC2_METADATA_DISABLED=true")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	select {
+	case <-asked: // the watcher is running, its look at dir taken
+	case <-exited:
+		t.Fatalf("the daemon exited before asking the endpoint: %v: %s", waitErr, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the daemon did not ask the endpoint in 30s: %s", stderr.String())
+	}
+	watcher := 0
+	testkit.Eventually(t, 10*time.Second, func() bool { watcher = findWatcher(dir); return watcher != 0 })
+	if watcher == 0 {
+		t.Fatal("no auto_unmount watcher for", dir)
+	}
+	// Another daemon's mount, dead, at the mountpoint.
+	other := mounttest.Foreground(t, bin, src, dir)
+	readHello(t, false, dir)
+	syscall.Kill(other.PID, syscall.SIGKILL)
+	<-other.Exited
+	if st := bfs.ProbeMount(dir, 5*time.Second); st != bfs.MountDead {
+		t.Fatalf("the killed daemon's mount is %v, not dead", st)
+	}
+	close(release)
+	released = true
+	select {
+	case <-exited:
+		if waitErr == nil {
+			t.Fatalf("the mount of a refused bucket succeeded: %s", stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the daemon did not give up in 60s after its endpoint refused it: %s", stderr.String())
+	}
+	if !testkit.Eventually(t, 10*time.Second, func() bool { return syscall.Kill(watcher, 0) != nil }) {
+		t.Fatalf("the watcher (pid %d) still runs 10s after its daemon exited", watcher)
+	}
+	if !mounttest.IsMounted(dir) {
+		t.Errorf("the watcher of a daemon that failed to mount unmounted another daemon's dead mount at %s", dir)
+	}
+}
+
+// findWatcher returns the pid of the auto_unmount watcher of the mount at
+// dir (0 if there is none).
+func findWatcher(dir string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00BLOSCFS_AUTO_UNMOUNT_WATCH="+dir+"\x00")) {
+			return pid
+		}
+	}
+	return 0
 }
 
 // readHello reads hello.txt in the mount at dir, as the user nobody for
