@@ -398,13 +398,7 @@ func TestAutoUnmountDiedEarly(t *testing.T) {
 				watcher.Process.Kill()
 			}
 		})
-		m := mounttest.Foreground(t, bin, src, dir)
-		readHello(t, false, dir)
-		syscall.Kill(m.PID, syscall.SIGKILL)
-		<-m.Exited
-		if st := bfs.ProbeMount(dir, 5*time.Second); st != bfs.MountDead {
-			t.Fatalf("the killed daemon's mount is %v, not dead", st)
-		}
+		m := deadMount(t, src, dir)
 		killed := time.Now()
 		w.Close()
 		gone(t, dir, killed, m)
@@ -501,13 +495,7 @@ func TestAutoUnmountFailedMount(t *testing.T) {
 		t.Fatal("no auto_unmount watcher for", dir)
 	}
 	// Another daemon's mount, dead, at the mountpoint.
-	other := mounttest.Foreground(t, bin, src, dir)
-	readHello(t, false, dir)
-	syscall.Kill(other.PID, syscall.SIGKILL)
-	<-other.Exited
-	if st := bfs.ProbeMount(dir, 5*time.Second); st != bfs.MountDead {
-		t.Fatalf("the killed daemon's mount is %v, not dead", st)
-	}
+	deadMount(t, src, dir)
 	close(release)
 	released = true
 	select {
@@ -524,6 +512,21 @@ func TestAutoUnmountFailedMount(t *testing.T) {
 	if !mounttest.IsMounted(dir) {
 		t.Errorf("the watcher of a daemon that failed to mount unmounted another daemon's dead mount at %s", dir)
 	}
+}
+
+// deadMount mounts src at dir in the foreground without auto_unmount,
+// reads it once, and kills its daemon: a dead mount, which the kit
+// clears when the test ends.
+func deadMount(t *testing.T, src, dir string) *mounttest.Mount {
+	t.Helper()
+	m := mounttest.Foreground(t, bin, src, dir)
+	readHello(t, false, dir)
+	syscall.Kill(m.PID, syscall.SIGKILL)
+	<-m.Exited
+	if st := bfs.ProbeMount(dir, 5*time.Second); st != bfs.MountDead {
+		t.Fatalf("the killed daemon's mount is %v, not dead", st)
+	}
+	return m
 }
 
 // findWatcher returns the pid of the auto_unmount watcher of the mount at
