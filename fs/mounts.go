@@ -338,7 +338,7 @@ func WatchAutoUnmount(dir, below string, r io.Reader) error {
 	switch {
 	case len(b) == 0 && below != "" && m.Stamp() != below:
 		dev = m.Dev() // mounted since the daemon started: its own
-	case dev == "" || dev != m.Dev():
+	case dev != m.Dev(): // m.Dev() is never ""
 		return nil // not known to be the daemon's mount
 	}
 	// The pipe ends when the dying daemon closes it, which may come just
