@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -91,6 +92,60 @@ func writeChunksBlp(b *testing.B, store string, a ndArray, rows int64, out strin
 	}
 }
 
+// linkFlatStore makes out a Zarr v2 array of the chunk files of the
+// store of array a (of rows rows), hard links to them in grid order,
+// declared as a 1-D array whose chunks are those files whole: the view
+// of out reads the store's own files chunk after chunk, block after
+// block, with no gather. Its cold cat against the frame's is the least
+// that any gather of the store could cost: the same compressed bytes,
+// in the same files, decoded once each into consecutive bytes.
+func linkFlatStore(b *testing.B, store string, a ndArray, rows int64, out string) {
+	b.Helper()
+	grid, cb := a.grid(rows)
+	n := int64(1)
+	for _, g := range grid {
+		n *= g
+	}
+	if err := os.Mkdir(out, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	item, _ := strconv.ParseInt(a.dtype[2:], 10, 64)
+	meta, err := os.ReadFile(filepath.Join(store, ".zarray"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(meta, &m); err != nil {
+		b.Fatal(err)
+	}
+	m["shape"], m["chunks"] = []int64{n * cb / item}, []int64{cb / item}
+	if meta, err = json.Marshal(m); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, ".zarray"), meta, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	idx := make([]int64, len(grid))
+	for k := range n {
+		key := ""
+		for d, i := range idx {
+			if d > 0 {
+				key += "."
+			}
+			key += strconv.FormatInt(i, 10)
+		}
+		if err := os.Link(filepath.Join(store, key), filepath.Join(out, strconv.FormatInt(k, 10))); err != nil {
+			b.Fatal(err)
+		}
+		for d := len(idx) - 1; d >= 0; d-- {
+			if idx[d]++; idx[d] < grid[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}
+
 func (a ndArray) clevel() int {
 	if a.codec == "zstd" {
 		return 1
@@ -150,7 +205,10 @@ const ndRuns = 7
 // compressed bytes, decoded without a gather: this row is the cost of
 // the gather alone; c-blosc 1.21 compresses a zstd block as one stream,
 // where pack splits it into one stream per byte plane and stores the
-// planes that do not compress as they are); np.load of the view in a
+// planes that do not compress as they are), and against the store's own
+// chunk files linked into a 1-D array (linkFlatStore: the same files too,
+// so this row alone is the gather's own cost, and that array against the
+// frame is the least any gather of the store could take); np.load of the view in a
 // fresh process through a fresh mount against zarr.open(store)[:] in a
 // fresh process (the store in the page cache; both processes start an
 // interpreter); np.load(mmap_mode="r") copied whole against np.load; a
@@ -172,8 +230,8 @@ func BenchmarkZarrTableND(b *testing.B) {
 		}
 	}
 	dir := b.TempDir()
-	zsrc, fsrc, bsrc, csrc := filepath.Join(dir, "zsrc"), filepath.Join(dir, "fsrc"), filepath.Join(dir, "bsrc"), filepath.Join(dir, "csrc")
-	for _, d := range []string{zsrc, fsrc, bsrc, csrc} {
+	zsrc, fsrc, bsrc, csrc, lsrc := filepath.Join(dir, "zsrc"), filepath.Join(dir, "fsrc"), filepath.Join(dir, "bsrc"), filepath.Join(dir, "csrc"), filepath.Join(dir, "lsrc")
+	for _, d := range []string{zsrc, fsrc, bsrc, csrc, lsrc} {
 		os.Mkdir(d, 0o755)
 	}
 	first := map[string]int64{}
@@ -211,8 +269,9 @@ func BenchmarkZarrTableND(b *testing.B) {
 			"--block-size", strconv.FormatInt(blocks[n], 10), npy, filepath.Join(bsrc, n+".npy.b2frame"))
 		os.Remove(npy)
 		writeChunksBlp(b, filepath.Join(zsrc, n+".zarr"), a, rows, filepath.Join(csrc, n+".npy.blp"))
+		linkFlatStore(b, filepath.Join(zsrc, n+".zarr"), a, rows, filepath.Join(lsrc, n+".zarr"))
 	}
-	mustRun(b, "sh", "-c", `cat "$1"/*/* "$2"/* "$3"/* "$4"/* > /dev/null`, "sh", zsrc, fsrc, bsrc, csrc) // sources into the page cache
+	mustRun(b, "sh", "-c", `cat "$1"/*/* "$2"/* "$3"/* "$4"/* > /dev/null`, "sh", zsrc, fsrc, bsrc, csrc) // sources into the page cache (lsrc's files are zsrc's)
 	x := func(a, c time.Duration) string { return fmt.Sprintf("%.2f×", a.Seconds()/c.Seconds()) }
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", d.Seconds()*1e3) }
 	for b.Loop() {
@@ -222,13 +281,17 @@ func BenchmarkZarrTableND(b *testing.B) {
 		for _, a := range arrays {
 			n := a.name()
 			store := filepath.Join(zsrc, n+".zarr")
-			t := medianMountReadsRuns(b, []string{zsrc, fsrc, bsrc, csrc}, []string{n + ".npy", n + ".npy", n + ".npy", n + ".npy"}, ndRuns)
+			t := medianMountReadsRuns(b, []string{zsrc, fsrc, bsrc, csrc, lsrc}, []string{n + ".npy", n + ".npy", n + ".npy", n + ".npy", n + ".npy"}, ndRuns)
 			row(n, "cold cat, .npy view ÷ the .b2frame", ms(t[0]), ms(t[1]), x(t[0], t[1]))
 			row(n, fmt.Sprintf("cold cat, .npy view ÷ the .b2frame in the store's %d KiB blocks", blocks[n]>>10), ms(t[0]), ms(t[2]), x(t[0], t[2]))
 			row(n, "cold cat, .npy view ÷ the store's own chunks in a .blp (no gather)", ms(t[0]), ms(t[3]), x(t[0], t[3]))
+			row(n, "cold cat, .npy view ÷ the store's own chunk files as a 1-D array (no gather)", ms(t[0]), ms(t[4]), x(t[0], t[4]))
+			row(n, "cold cat, that 1-D array ÷ the .b2frame (the least a gather could cost)", ms(t[4]), ms(t[1]), x(t[4], t[1]))
 			b.ReportMetric(t[0].Seconds()/t[1].Seconds(), n+"-cat/b2frame")
 			b.ReportMetric(t[0].Seconds()/t[2].Seconds(), n+"-cat/b2frame-blocks")
 			b.ReportMetric(t[0].Seconds()/t[3].Seconds(), n+"-cat/own-chunks")
+			b.ReportMetric(t[0].Seconds()/t[4].Seconds(), n+"-cat/flat")
+			b.ReportMetric(t[4].Seconds()/t[1].Seconds(), n+"-flat/b2frame")
 			// Whole processes, taking turns.
 			lo, hi := first[n]/4, first[n]/4+100
 			if a.dims == 3 {
