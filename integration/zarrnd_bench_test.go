@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,27 +65,13 @@ func writeChunksBlp(b *testing.B, store string, a ndArray, rows int64, out strin
 	if err != nil {
 		b.Fatal(err)
 	}
-	idx := make([]int64, len(grid))
-	for range n {
-		key := ""
-		for d, i := range idx {
-			if d > 0 {
-				key += "."
-			}
-			key += strconv.FormatInt(i, 10)
-		}
+	for _, key := range gridKeys(grid) {
 		raw, err := os.ReadFile(filepath.Join(store, key))
 		if err != nil {
 			b.Fatal(err)
 		}
 		if err := w.AddRawChunk(raw, nil); err != nil {
 			b.Fatalf("%s: %v", key, err)
-		}
-		for d := len(idx) - 1; d >= 0; d-- {
-			if idx[d]++; idx[d] < grid[d] {
-				break
-			}
-			idx[d] = 0
 		}
 	}
 	if err := w.Close(); err != nil {
@@ -126,18 +113,28 @@ func linkFlatStore(b *testing.B, store string, a ndArray, rows int64, out string
 	if err := os.WriteFile(filepath.Join(out, ".zarray"), meta, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	idx := make([]int64, len(grid))
-	for k := range n {
-		key := ""
-		for d, i := range idx {
-			if d > 0 {
-				key += "."
-			}
-			key += strconv.FormatInt(i, 10)
-		}
-		if err := os.Link(filepath.Join(store, key), filepath.Join(out, strconv.FormatInt(k, 10))); err != nil {
+	for k, key := range gridKeys(grid) {
+		if err := os.Link(filepath.Join(store, key), filepath.Join(out, strconv.Itoa(k))); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// gridKeys returns the Zarr v2 keys ("0.0.0", "0.0.1", ...) of a chunk
+// grid, in C order: the order of the chunks' bytes end to end.
+func gridKeys(grid []int64) []string {
+	n := int64(1)
+	for _, g := range grid {
+		n *= g
+	}
+	keys := make([]string, 0, n)
+	idx := make([]int64, len(grid))
+	for range n {
+		parts := make([]string, len(idx))
+		for d, i := range idx {
+			parts[d] = strconv.FormatInt(i, 10)
+		}
+		keys = append(keys, strings.Join(parts, "."))
 		for d := len(idx) - 1; d >= 0; d-- {
 			if idx[d]++; idx[d] < grid[d] {
 				break
@@ -145,6 +142,7 @@ func linkFlatStore(b *testing.B, store string, a ndArray, rows int64, out string
 			idx[d] = 0
 		}
 	}
+	return keys
 }
 
 func (a ndArray) clevel() int {
