@@ -214,3 +214,126 @@ func TestWarmRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGatherRests reads the C-order view of four chunks side by side (an
+// N-D array's: each row of the view a row of each chunk) sequentially,
+// in reads of 30 rows, as a mount's READs do: a chunk's 32 KiB blocks
+// lie across two or three reads. Each block is decoded once, straight
+// into the reads' buffers, the read that decodes it keeping the part
+// that other reads take (a rest) outside the cache: in order, each pair
+// of reads in reverse order (the kernel's READs two at a time, the
+// later one first), and two at a time at once. The rests are all taken
+// at the end, and with the process's rests at their bound the reads go
+// through the cache instead.
+func TestGatherRests(t *testing.T) {
+	const (
+		rowLen  = 720 // a float32 cube's chunk row
+		across  = 4
+		rows    = 364
+		perRead = 30
+	)
+	chunkLen := rowLen * rows
+	plain := testPlain(across * chunkLen)
+	for _, codec := range []int{blosc.CodecLZ4, blosc.CodecZstd} {
+		p := blosc.Params{Codec: codec, Clevel: 1, Typesize: 4, Blocksize: 32 << 10}
+		p.Filters[5] = blosc.FilterShuffle
+		src := newMemSource(t, plain, chunkLen, p)
+		blocks := 0
+		for i := range src.NumChunks() {
+			c, err := blosc.NewChunkBytes(src.chunks[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocks += c.NumBlocks()
+		}
+		// read gathers view rows [r0, r1).
+		read := func(r *ChunkReader, r0, r1 int) error {
+			view := across * rowLen
+			buf := make([]byte, (r1-r0)*view)
+			runs := make([]Run, across)
+			for c := range across {
+				runs[c] = Run{At: int64(c*chunkLen + r0*rowLen), To: int64(c * rowLen), N: rowLen, Rows: int64(r1 - r0), AtStride: rowLen, ToStride: int64(view)}
+			}
+			if err := r.ReadRuns(buf, runs, true); err != nil {
+				return err
+			}
+			for k := range r1 - r0 {
+				for c := range across {
+					at := c*chunkLen + (r0+k)*rowLen
+					if !bytes.Equal(buf[k*view+c*rowLen:][:rowLen], plain[at:at+rowLen]) {
+						return fmt.Errorf("view row %d, chunk %d: wrong bytes", r0+k, c)
+					}
+				}
+			}
+			return nil
+		}
+		var reads [][2]int
+		for r0 := 0; r0 < rows; r0 += perRead {
+			reads = append(reads, [2]int{r0, min(r0+perRead, rows)})
+		}
+		for _, order := range []string{"in order", "pairs reversed", "two at once"} {
+			c := cache.New[BlockKey](64 << 20)
+			r := NewChunkReader("mem", src, c)
+			switch order {
+			case "in order":
+				for _, rd := range reads {
+					if err := read(r, rd[0], rd[1]); err != nil {
+						t.Fatalf("%v, %s: %v", codec, order, err)
+					}
+				}
+			case "pairs reversed":
+				for k := 0; k < len(reads); k += 2 {
+					if k+1 < len(reads) {
+						if err := read(r, reads[k+1][0], reads[k+1][1]); err != nil {
+							t.Fatalf("%v, %s: %v", codec, order, err)
+						}
+					}
+					if err := read(r, reads[k][0], reads[k][1]); err != nil {
+						t.Fatalf("%v, %s: %v", codec, order, err)
+					}
+				}
+			case "two at once":
+				for k := 0; k < len(reads); k += 2 {
+					var wg sync.WaitGroup
+					errs := make([]error, 2)
+					for j := range 2 {
+						if k+j < len(reads) {
+							wg.Go(func() { errs[j] = read(r, reads[k+j][0], reads[k+j][1]) })
+						}
+					}
+					wg.Wait()
+					if err := errors.Join(errs...); err != nil {
+						t.Fatalf("%v, %s: %v", codec, order, err)
+					}
+				}
+			}
+			if order != "two at once" {
+				if s := c.Stats(); s.Loads != 0 {
+					t.Errorf("%v, %s: %d blocks decoded into the cache, want none", codec, order, s.Loads)
+				}
+				if got := r.direct.Load() + r.ranged.Load(); got != int64(blocks) {
+					t.Errorf("%v, %s: %d block decodes for %d blocks", codec, order, got, blocks)
+				}
+			}
+			for _, rs := range r.rests.slots {
+				if rs != nil {
+					t.Errorf("%v, %s: a rest of bytes [%d, %d) of block %d of chunk %d never taken", codec, order, rs.from, rs.from+rs.n, rs.key.Block, rs.key.Chunk)
+				}
+			}
+		}
+		// The process's rests at their bound: none kept, the same bytes.
+		restsHeld.Add(maxRestsHeld)
+		c := cache.New[BlockKey](64 << 20)
+		r := NewChunkReader("mem", src, c)
+		for _, rd := range reads {
+			if err := read(r, rd[0], rd[1]); err != nil {
+				restsHeld.Add(-maxRestsHeld)
+				t.Fatalf("%v, rests at their bound: %v", codec, err)
+			}
+		}
+		restsHeld.Add(-maxRestsHeld)
+		if s := c.Stats(); s.Loads == 0 || r.rests.n != 0 {
+			t.Errorf("%v, rests at their bound: %d rests kept, %d cache loads", codec, r.rests.n, s.Loads)
+		}
+	}
+}

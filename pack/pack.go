@@ -171,74 +171,208 @@ type ChunkReader struct {
 	partMu sync.Mutex
 	parts  [partsKept]BlockKey // the blocks of the last partial decodes
 	partN  int                 // how many parts were ever recorded
-	rests  [restsKept]*rest    // the ends of blocks a sequential reader left for its next read
-	restN  int                 // how many rests were ever kept
+	rests  *restSet            // the ends of blocks a sequential reader left for its next read
 }
 
-// rest is the end of a block, bytes [from, BlockLen) of it, decoded with
-// a sequential read that took the rest of the block and kept for the
-// read that follows. b is set, or left nil on an error, before done is
-// closed.
+// rest is a part of a block, bytes [from, from+n) of it, decoded with a
+// sequential read that took another part of the block and kept for the
+// read that takes it, at buf.b[off:off+n].
 type rest struct {
-	key  BlockKey
-	from int
-	b    []byte
-	done chan struct{}
+	key          BlockKey
+	from, n, off int
+	buf          *restBuf
 }
 
-// Rests: a sequential reader's read that covers the start of a block not
-// cached, and at least half of it, decodes the block straight into its
-// buffer and keeps the block's last bytes, at most maxRest of them, for
-// its next read, instead of decoding the whole block into the cache and
-// copying out of it. The 1 MiB READs of a Zarr array's NPY view lie 128
-// bytes (the NPY header) off its chunks of one 1 MiB block each. The
-// kernel sends such READs two at a time: the next READ waits for the
-// rest being decoded rather than decode the block again.
+// restBuf is the buffer of a decode's rests, maxRest bytes. Each rest in
+// a reader's slots, each read copying from one and the decode writing to
+// it hold a reference: the last one gives it back.
+type restBuf struct {
+	b    []byte
+	refs atomic.Int32
+	done chan struct{} // closed when the decode ends
+	ok   bool          // the decode succeeded (set before done is closed)
+}
+
+// unref drops a reference to rb, giving it back when it was the last.
+func (rb *restBuf) unref() {
+	if rb.refs.Add(-1) == 0 {
+		restsHeld.Add(-maxRest)
+		restBufs.Put(rb)
+	}
+}
+
+// ended reports whether the decode of rb has ended.
+func (rb *restBuf) ended() bool {
+	select {
+	case <-rb.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// restSet is a reader's rests, the most recent restsKept of them
+// (guarded by the reader's partMu).
+type restSet struct {
+	slots [restsKept]*rest
+	n     int // how many rests were ever kept
+}
+
+// Rests: a sequential reader's read that takes part of a block not
+// cached, all of it but maxRest bytes or fewer, decodes the block
+// straight into its buffer and keeps the block's other bytes, before its
+// part and after it, for the reads that take them, instead of decoding
+// the whole block into the cache and copying out of it (or, for the rows
+// of an N-D array's view, keeping the block as byte planes in the cache
+// and unshuffling each read's rows out of them). The 1 MiB READs of a
+// Zarr array's NPY view lie 128 bytes (the NPY header) off its chunks of
+// one 1 MiB block each; a READ of a 3-D cube's view takes a slice of each
+// of 16 chunks, and most of their 32 KiB blocks lie across two slices.
+// The kernel sends such READs two at a time: of two reads that reach a
+// block at once, one decodes it and the other waits for its part, rather
+// than decode the block again. restsKept covers the chunks of two such
+// READs.
 const (
-	restsKept = 16
+	restsKept = 64
 	maxRest   = 64 << 10
 )
 
-// takeRest copies piece pc out of a kept rest of its block, waiting for
-// one being decoded, and drops the rest, reporting whether it held the
-// piece.
+// restsHeld is the memory of the rests' buffers in the process (maxRest
+// bytes each): no rest is kept past maxRestsHeld, its block going
+// through the cache.
+var restsHeld atomic.Int64
+
+const maxRestsHeld = 64 << 20
+
+// restBufs holds free rest buffers.
+var restBufs = sync.Pool{New: func() any { return &restBuf{b: make([]byte, maxRest)} }}
+
+// takeRest copies piece pc out of a kept rest of its block whose decode
+// has ended, reporting whether one held the piece. (A rest being decoded
+// is left to the piece's fillOne, which waits for it beside the read's
+// other decodes.)
 func (r *ChunkReader) takeRest(pc piece) bool {
-	k := r.key(pc.chunk, pc.block)
+	rs, _ := r.restOf(pc, false, false)
+	return rs != nil && rs.copyTo(pc)
+}
+
+// restOf returns the part of a kept rest of piece pc's block that holds
+// the piece, taken out of the reader's slots (the rest's bytes before
+// the piece and after it stay there, for the reads that take them).
+// Without wait, only a rest whose decode has ended is taken. When none
+// holds it and start is set, it starts instead the rests of
+// the block's bytes before the piece and after it, for the caller to
+// decode with the piece; nil when they are more than maxRest bytes or
+// the process keeps as many rests as it may. All under one lock: of two
+// reads that take two parts of a block at once, one decodes the block
+// and the other takes its part from the rest.
+func (r *ChunkReader) restOf(pc piece, start, wait bool) (*rest, *restDecode) {
+	k, from, end, bl := r.key(pc.chunk, pc.block), pc.from, pc.end(), pc.c.BlockLen(pc.block)
 	r.partMu.Lock()
-	var rs *rest
-	slot := 0
-	for j := range min(r.restN, restsKept) {
-		if x := r.rests[j]; x != nil && x.key == k && pc.from >= x.from {
-			rs, slot = x, j
-			break
+	defer r.partMu.Unlock()
+	for j := range min(r.rests.n, restsKept) {
+		x := r.rests.slots[j]
+		if x == nil || x.key != k || from < x.from || end > x.from+x.n || !wait && !x.buf.ended() {
+			continue
+		}
+		r.rests.slots[j] = nil
+		if from > x.from {
+			x.buf.refs.Add(1)
+			r.keepRestLocked(&rest{key: k, from: x.from, n: from - x.from, off: x.off, buf: x.buf})
+		}
+		if end < x.from+x.n {
+			x.buf.refs.Add(1)
+			r.keepRestLocked(&rest{key: k, from: end, n: x.from + x.n - end, off: x.off + end - x.from, buf: x.buf})
+		}
+		// The piece's part, with the slot's reference.
+		return &rest{key: k, from: from, n: end - from, off: x.off + from - x.from, buf: x.buf}, nil
+	}
+	if !start || from < 0 || end > bl || end-from >= bl || bl-(end-from) > maxRest {
+		return nil, nil
+	}
+	if restsHeld.Add(maxRest) > maxRestsHeld {
+		restsHeld.Add(-maxRest)
+		return nil, nil
+	}
+	rb := restBufs.Get().(*restBuf)
+	rb.done, rb.ok = make(chan struct{}), false
+	d := &restDecode{buf: rb}
+	refs := int32(1) // the decode's
+	for i, part := range [2][2]int{{0, from}, {end, bl}} {
+		if part[1] > part[0] {
+			d.parts[i] = &rest{key: k, from: part[0], n: part[1] - part[0], off: i * from, buf: rb}
+			refs++
 		}
 	}
-	r.partMu.Unlock()
-	if rs == nil {
+	rb.refs.Store(refs)
+	for _, rs := range d.parts {
+		if rs != nil {
+			r.keepRestLocked(rs)
+		}
+	}
+	return nil, d
+}
+
+// keepRestLocked puts rs, holding a reference to its buffer, in the
+// reader's slots (partMu held), in place of the oldest.
+func (r *ChunkReader) keepRestLocked(rs *rest) {
+	slot := &r.rests.slots[r.rests.n%restsKept]
+	if *slot != nil {
+		(*slot).buf.unref() // pushed out, never taken
+	}
+	*slot = rs
+	r.rests.n++
+}
+
+// copyTo copies piece pc, which rs holds, out of rs once it is decoded,
+// and drops rs's reference; it reports false, copying nothing, when the
+// decode failed.
+func (rs *rest) copyTo(pc piece) bool {
+	<-rs.buf.done
+	defer rs.buf.unref()
+	if !rs.buf.ok {
 		return false
 	}
-	<-rs.done
-	if rs.b == nil || pc.from+pc.n > rs.from+len(rs.b) {
-		return false
+	b := rs.buf.b[rs.off : rs.off+rs.n]
+	if pc.wins == nil {
+		copy(pc.dst, b[pc.from-rs.from:])
+		return true
 	}
-	copy(pc.dst, rs.b[pc.from-rs.from:])
-	r.partMu.Lock()
-	if r.rests[slot] == rs {
-		r.rests[slot] = nil
+	for _, w := range pc.wins {
+		for k := range w.rows {
+			copy(w.row(k), b[w.from+k*w.skip-rs.from:])
+		}
 	}
-	r.partMu.Unlock()
 	return true
 }
 
-// startRest records that the end of block k, from byte from on, is being
-// decoded for the reader's next read.
-func (r *ChunkReader) startRest(k BlockKey, from int) *rest {
-	rs := &rest{key: k, from: from, done: make(chan struct{})}
-	r.partMu.Lock()
-	r.rests[r.restN%restsKept] = rs
-	r.restN++
-	r.partMu.Unlock()
-	return rs
+// restDecode is a decode that keeps the parts of its block before and
+// after its read's part (either may be empty) as rests.
+type restDecode struct {
+	parts [2]*rest // before, after; nil where empty
+	buf   *restBuf
+}
+
+// windows returns ws, the windows of the decode's read in the block, with
+// those of its rests around them.
+func (d *restDecode) windows(ws []blosc.Window) []blosc.Window {
+	if rs := d.parts[0]; rs != nil {
+		ws = append(ws, blosc.Window{})
+		copy(ws[1:], ws)
+		ws[0] = blosc.Window{From: rs.from, Dst: d.buf.b[rs.off : rs.off+rs.n]}
+	}
+	if rs := d.parts[1]; rs != nil {
+		ws = append(ws, blosc.Window{From: rs.from, Dst: d.buf.b[rs.off : rs.off+rs.n]})
+	}
+	return ws
+}
+
+// finish publishes the outcome of the decode to the reads that take its
+// rests.
+func (d *restDecode) finish(err error) {
+	d.buf.ok = err == nil
+	close(d.buf.done)
+	d.buf.unref()
 }
 
 // partsKept is how many blocks a reader remembers having decoded part of:
@@ -358,7 +492,16 @@ func NewChunkReader(name string, src ChunkSource, cache BlockCache) *ChunkReader
 		cache = bcache.New[BlockKey](DefaultCacheSize)
 	}
 	r := &ChunkReader{src: src, cache: cache, id: NewContainerID(), name: name, maxBlock: maxBlockOf(cache),
-		parsed: &parsedBytes{}, maxParsed: defaultParsedBytes, adding: -1}
+		parsed: &parsedBytes{}, maxParsed: defaultParsedBytes, adding: -1, rests: &restSet{}}
+	// The rests the reader still keeps when it is dropped go back to the
+	// process's budget.
+	runtime.AddCleanup(r, func(s *restSet) {
+		for _, rs := range s.slots {
+			if rs != nil {
+				rs.buf.unref()
+			}
+		}
+	}, r.rests)
 	if c, ok := cache.(Charger); ok {
 		r.charger = c
 		if m, ok := cache.(interface{ MaxBytes() int64 }); ok {
@@ -597,6 +740,14 @@ type piece struct {
 	// planes is the item size of the byte planes that a gather's block
 	// is cached as (blosc.DecodeBlockPlanes), 0 or 1 for its bytes.
 	planes int
+}
+
+// end returns where the piece ends in its block.
+func (pc *piece) end() int {
+	if pc.wins != nil {
+		return pc.wins[len(pc.wins)-1].end()
+	}
+	return pc.from + pc.n
 }
 
 // ReadAt reads plain bytes. It is safe for concurrent use.
@@ -1057,26 +1208,35 @@ func (r *ChunkReader) fillPiece(pc piece, mode readMode, reader func() int64) er
 	if pc.wins != nil {
 		return r.fillGather(pc, mode)
 	}
-	if mode == readOnce && pc.from == 0 && pc.n < pc.c.BlockLen(pc.block) && 2*pc.n >= pc.c.BlockLen(pc.block) &&
-		pc.c.BlockLen(pc.block)-pc.n <= maxRest && !pc.c.NeedsBlock0() && !r.cache.Contains(r.key(pc.chunk, pc.block)) {
-		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
-			return err
-		}
+	// A sequential reader's read takes its part of a block from a rest
+	// that another read keeps (see rest); when it takes half of a block
+	// not cached or more, it decodes the block straight into place and
+	// keeps the rest of it for the reads that take it.
+	if mode == readOnce {
 		bl := pc.c.BlockLen(pc.block)
-		rs := r.startRest(r.key(pc.chunk, pc.block), pc.n)
-		end := make([]byte, bl-pc.n)
-		t := time.Now()
-		err := pc.c.DecodeBlockRangeRest(pc.dst, end, pc.block, 0)
-		if err == nil {
-			rs.b = end
+		start := 2*pc.n >= bl && pc.n < bl && !pc.c.NeedsBlock0() && !r.cache.Contains(r.key(pc.chunk, pc.block))
+		if start {
+			if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+				return err
+			}
 		}
-		close(rs.done)
-		if err != nil {
-			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
+		taken, d := r.restOf(pc, start, true)
+		if taken != nil && taken.copyTo(pc) {
+			return nil
 		}
-		r.observe(bl, t)
-		r.ranged.Add(1)
-		return nil
+		if d != nil {
+			t := time.Now()
+			var ws [3]blosc.Window
+			ws[0] = blosc.Window{From: pc.from, Dst: pc.dst}
+			err := pc.c.DecodeBlockWindows(pc.block, d.windows(ws[:1]))
+			d.finish(err)
+			if err != nil {
+				return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
+			}
+			r.observe(bl, t)
+			r.ranged.Add(1)
+			return nil
+		}
 	}
 	if r.partial(pc, mode) {
 		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
@@ -1131,12 +1291,32 @@ func (r *ChunkReader) fillPiece(pc piece, mode readMode, reader func() int64) er
 func (r *ChunkReader) fillGather(pc piece, mode readMode) error {
 	bl := pc.c.BlockLen(pc.block)
 	_, none := r.cache.(NoCache)
-	direct := mode != readWarm && !pc.c.NeedsBlock0() && (pc.n == bl && (mode == readOnce || none) &&
-		!r.cache.Contains(r.key(pc.chunk, pc.block)) && !r.cache.Contains(r.planesKey(pc.chunk, pc.block)) ||
+	uncached := !r.cache.Contains(r.key(pc.chunk, pc.block)) && !r.cache.Contains(r.planesKey(pc.chunk, pc.block))
+	direct := mode != readWarm && !pc.c.NeedsBlock0() && (pc.n == bl && (mode == readOnce || none) && uncached ||
 		r.partial(pc, mode))
-	if direct {
-		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
-			return err
+	// A sequential reader's read takes its part of a block from a rest
+	// that another read keeps (see rest); when it takes part of a block
+	// not cached, all of it but maxRest bytes or fewer, it decodes the
+	// block and keeps the rest of it for the reads that take it.
+	var rd *restDecode
+	if !direct && mode == readOnce {
+		start := !pc.c.NeedsBlock0() && uncached
+		if start {
+			if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+				return err
+			}
+		}
+		var taken *rest
+		taken, rd = r.restOf(pc, start, true)
+		if taken != nil && taken.copyTo(pc) {
+			return nil
+		}
+	}
+	if direct || rd != nil {
+		if rd == nil {
+			if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+				return err
+			}
 		}
 		t := time.Now()
 		ws := blockWindows.Get().(*[]blosc.Window)
@@ -1153,12 +1333,22 @@ func (r *ChunkReader) fillGather(pc piece, mode readMode) error {
 				*ws = append(*ws, blosc.Window{From: w.from, Dst: w.row(0)})
 			}
 		}
+		if rd != nil {
+			*ws = rd.windows(*ws)
+		}
 		err := pc.c.DecodeBlockWindows(pc.block, *ws)
 		clear(*ws)
+		if rd != nil {
+			rd.finish(err)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: chunk %d: %w", r.name, pc.chunk, err)
 		}
-		r.observe(pc.n, t)
+		if rd != nil {
+			r.observe(bl, t)
+		} else {
+			r.observe(pc.n, t)
+		}
 		if pc.n == bl {
 			r.direct.Add(1)
 		} else {
@@ -1231,14 +1421,14 @@ func (r *ChunkReader) partial(pc piece, mode readMode) bool {
 // are missing they decode in parallel, bounded by the number of CPUs.
 func (r *ChunkReader) fill(pieces []piece, mode readMode, reader func() int64) error {
 	if len(pieces) == 1 && mode != readWarm {
-		if mode == readOnce && pieces[0].wins == nil && r.takeRest(pieces[0]) {
+		if mode == readOnce && r.takeRest(pieces[0]) {
 			return nil
 		}
 		return r.fillOne(pieces[0], mode, nil)
 	}
 	var missing []piece
 	for k, pc := range pieces {
-		if mode == readOnce && pc.wins == nil && r.takeRest(pc) {
+		if mode == readOnce && r.takeRest(pc) {
 			continue
 		}
 		if mode == readWarm {

@@ -152,7 +152,7 @@ func TestReadAtOnce(t *testing.T) {
 		// Pieces of 96 KiB, each window of 4 read in reverse order: each
 		// block decodes once (chunk 0's block 0 of a delta frame is
 		// cached already).
-		loads, direct := c.Stats().Loads, r.direct.Load()
+		loads, direct, ranged := c.Stats().Loads, r.direct.Load(), r.ranged.Load()
 		const piece = 96 << 10
 		got := make([]byte, len(plain))
 		for w := 0; w < len(plain); w += 4 * piece {
@@ -185,15 +185,24 @@ func TestReadAtOnce(t *testing.T) {
 			wantLoads--
 		}
 		// Blocks a piece covers whole decode straight into it (bar those
-		// that need block 0, which is cached), the others through the cache.
-		if d := r.direct.Load() - direct; s.Loads-loads+d != wantLoads || d == 0 && !delta {
-			t.Errorf("delta %v: a sequential read decoded %d blocks through the cache and %d straight, want %d in all", delta, s.Loads-loads, d, wantLoads)
+		// that need block 0, which is cached); those that two pieces share
+		// decode straight into the first piece to reach them, which keeps
+		// the other's part as a rest, or, for delta frames, through the
+		// cache.
+		d, rd := r.direct.Load()-direct, r.ranged.Load()-ranged
+		if s.Loads-loads+d+rd != wantLoads || d == 0 && !delta || rd == 0 && !delta {
+			t.Errorf("delta %v: a sequential read decoded %d blocks through the cache, %d straight and %d with a rest, want %d in all", delta, s.Loads-loads, d, rd, wantLoads)
 		}
 		if s.Entries != want {
 			t.Errorf("delta %v: %d blocks stay cached after a whole sequential read, want %d (%+v)", delta, s.Entries, want, s)
 		}
-		if s.Reused == 0 {
+		if delta && s.Reused == 0 {
 			t.Errorf("delta %v: no block memory was reused: %+v", delta, s)
+		}
+		for _, rs := range r.rests.slots {
+			if rs != nil {
+				t.Errorf("delta %v: a rest of bytes [%d, %d) of block %d of chunk %d never taken", delta, rs.from, rs.from+rs.n, rs.key.Block, rs.key.Chunk)
+			}
 		}
 	}
 }
@@ -346,7 +355,14 @@ func TestRestWait(t *testing.T) {
 	src := newMemSource(t, plain, 1<<20, p)
 	c := cache.New[BlockKey](64 << 20)
 	r := NewChunkReader("mem", src, c)
-	rs := r.startRest(r.key(0, 0), 1<<20-128)
+	c0, err := r.Chunk(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, d := r.restOf(piece{c: c0, n: 1<<20 - 128}, true, true)
+	if d == nil || d.parts[0] != nil || d.parts[1] == nil {
+		t.Fatal("no rest of the block's last 128 bytes started")
+	}
 	got := make(chan []byte)
 	go func() {
 		buf := make([]byte, 100)
@@ -360,8 +376,8 @@ func TestRestWait(t *testing.T) {
 		t.Fatal("the read did not wait for the block's end being decoded")
 	case <-time.After(50 * time.Millisecond):
 	}
-	rs.b = bytes.Clone(plain[1<<20-128:])
-	close(rs.done)
+	copy(d.buf.b[d.parts[1].off:], plain[1<<20-128:])
+	d.finish(nil)
 	if b := <-got; !bytes.Equal(b, plain[1<<20-100:]) {
 		t.Fatal("wrong bytes")
 	}
