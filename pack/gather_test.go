@@ -219,8 +219,8 @@ func TestWarmRuns(t *testing.T) {
 // N-D array's: each row of the view a row of each chunk) sequentially,
 // in reads of 30 rows, as a mount's READs do: a chunk's 32 KiB blocks
 // lie across two or three reads. Each block is decoded once, straight
-// into the reads' buffers, the read that decodes it keeping the part
-// that other reads take (a rest) outside the cache: in order, each pair
+// into the reads' buffers, the read that decodes it keeping the parts
+// that other reads take (rests) outside the cache: in order, each pair
 // of reads in reverse order (the kernel's READs two at a time, the
 // later one first), and two at a time at once. The rests are all taken
 // at the end, and with the process's rests at their bound the reads go
@@ -234,8 +234,9 @@ func TestGatherRests(t *testing.T) {
 	)
 	chunkLen := rowLen * rows
 	plain := testPlain(across * chunkLen)
-	for _, codec := range []int{blosc.CodecLZ4, blosc.CodecZstd} {
-		p := blosc.Params{Codec: codec, Clevel: 1, Typesize: 4, Blocksize: 32 << 10}
+	for _, cc := range []int{blosc.CodecLZ4, blosc.CodecZstd} {
+		codec := blosc.CodecName(cc)
+		p := blosc.Params{Codec: cc, Clevel: 1, Typesize: 4, Blocksize: 32 << 10}
 		p.Filters[5] = blosc.FilterShuffle
 		src := newMemSource(t, plain, chunkLen, p)
 		blocks := 0
@@ -278,18 +279,18 @@ func TestGatherRests(t *testing.T) {
 			case "in order":
 				for _, rd := range reads {
 					if err := read(r, rd[0], rd[1]); err != nil {
-						t.Fatalf("%v, %s: %v", codec, order, err)
+						t.Fatalf("%s, %s: %v", codec, order, err)
 					}
 				}
 			case "pairs reversed":
 				for k := 0; k < len(reads); k += 2 {
 					if k+1 < len(reads) {
 						if err := read(r, reads[k+1][0], reads[k+1][1]); err != nil {
-							t.Fatalf("%v, %s: %v", codec, order, err)
+							t.Fatalf("%s, %s: %v", codec, order, err)
 						}
 					}
 					if err := read(r, reads[k][0], reads[k][1]); err != nil {
-						t.Fatalf("%v, %s: %v", codec, order, err)
+						t.Fatalf("%s, %s: %v", codec, order, err)
 					}
 				}
 			case "two at once":
@@ -303,21 +304,21 @@ func TestGatherRests(t *testing.T) {
 					}
 					wg.Wait()
 					if err := errors.Join(errs...); err != nil {
-						t.Fatalf("%v, %s: %v", codec, order, err)
+						t.Fatalf("%s, %s: %v", codec, order, err)
 					}
 				}
 			}
 			if order != "two at once" {
 				if s := c.Stats(); s.Loads != 0 {
-					t.Errorf("%v, %s: %d blocks decoded into the cache, want none", codec, order, s.Loads)
+					t.Errorf("%s, %s: %d blocks decoded into the cache, want none", codec, order, s.Loads)
 				}
 				if got := r.direct.Load() + r.ranged.Load(); got != int64(blocks) {
-					t.Errorf("%v, %s: %d block decodes for %d blocks", codec, order, got, blocks)
+					t.Errorf("%s, %s: %d block decodes for %d blocks", codec, order, got, blocks)
 				}
 			}
 			for _, rs := range r.rests.slots {
 				if rs != nil {
-					t.Errorf("%v, %s: a rest of bytes [%d, %d) of block %d of chunk %d never taken", codec, order, rs.from, rs.from+rs.n, rs.key.Block, rs.key.Chunk)
+					t.Errorf("%s, %s: a rest of bytes [%d, %d) of block %d of chunk %d never taken", codec, order, rs.from, rs.from+rs.n, rs.key.Block, rs.key.Chunk)
 				}
 			}
 		}
@@ -328,12 +329,12 @@ func TestGatherRests(t *testing.T) {
 		for _, rd := range reads {
 			if err := read(r, rd[0], rd[1]); err != nil {
 				restsHeld.Add(-maxRestsHeld)
-				t.Fatalf("%v, rests at their bound: %v", codec, err)
+				t.Fatalf("%s, rests at their bound: %v", codec, err)
 			}
 		}
 		restsHeld.Add(-maxRestsHeld)
 		if s := c.Stats(); s.Loads == 0 || r.rests.n != 0 {
-			t.Errorf("%v, rests at their bound: %d rests kept, %d cache loads", codec, r.rests.n, s.Loads)
+			t.Errorf("%s, rests at their bound: %d rests kept, %d cache loads", codec, r.rests.n, s.Loads)
 		}
 	}
 }
