@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bloscfs/bloscfs/blosc"
 	"github.com/bloscfs/bloscfs/cache"
@@ -333,8 +336,160 @@ func TestGatherRests(t *testing.T) {
 			}
 		}
 		restsHeld.Add(-maxRestsHeld)
-		if s := c.Stats(); s.Loads == 0 || r.rests.n != 0 {
-			t.Errorf("%s, rests at their bound: %d rests kept, %d cache loads", codec, r.rests.n, s.Loads)
+		if s, n := c.Stats(), keptRests(r); s.Loads == 0 || n != 0 {
+			t.Errorf("%s, rests at their bound: %d rests kept, %d cache loads", codec, n, s.Loads)
 		}
+	}
+}
+
+// keptRests returns how many rests r keeps.
+func keptRests(r *ChunkReader) int {
+	r.rests.mu.Lock()
+	defer r.rests.mu.Unlock()
+	n := 0
+	for _, rs := range r.rests.slots {
+		if rs != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRestsOfIdleReaders has 400 readers read the first rows of a view
+// of four chunks and stop, as head(1) does, each leaving the rests of
+// the blocks it read in part: more than the process keeps. A sequential
+// reader after them still keeps its rests, the oldest of the idle
+// readers' giving way, and the process never holds more than its bound.
+// Dropped, the readers give back every rest.
+func TestRestsOfIdleReaders(t *testing.T) {
+	const (
+		rowLen = 720
+		across = 4
+		rows   = 364
+	)
+	chunkLen := rowLen * rows
+	plain := testPlain(across * chunkLen)
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 1, Typesize: 4, Blocksize: 32 << 10}
+	p.Filters[5] = blosc.FilterShuffle
+	src := newMemSource(t, plain, chunkLen, p)
+	base := restsHeld.Load()
+	read := func(r *ChunkReader, r0, r1 int) {
+		t.Helper()
+		view := across * rowLen
+		buf := make([]byte, (r1-r0)*view)
+		runs := make([]Run, across)
+		for c := range across {
+			runs[c] = Run{At: int64(c*chunkLen + r0*rowLen), To: int64(c * rowLen), N: rowLen, Rows: int64(r1 - r0), AtStride: rowLen, ToStride: int64(view)}
+		}
+		if err := r.ReadRuns(buf, runs, true); err != nil {
+			t.Fatal(err)
+		}
+		for k := range r1 - r0 {
+			for c := range across {
+				at := c*chunkLen + (r0+k)*rowLen
+				if !bytes.Equal(buf[k*view+c*rowLen:][:rowLen], plain[at:at+rowLen]) {
+					t.Fatalf("view row %d, chunk %d: wrong bytes", r0+k, c)
+				}
+			}
+		}
+	}
+	var idle []*ChunkReader
+	for range 400 {
+		r := NewChunkReader("mem", src, cache.New[BlockKey](64<<20))
+		read(r, 0, 3)
+		idle = append(idle, r)
+		if h := restsHeld.Load(); h > maxRestsHeld {
+			t.Fatalf("the process holds %d bytes of rests, past its bound of %d", h, maxRestsHeld)
+		}
+	}
+	if h := restsHeld.Load() - base; h < maxRestsHeld/2 {
+		t.Fatalf("400 idle readers hold %d bytes of rests; the test wants them near the bound", h)
+	}
+	c := cache.New[BlockKey](64 << 20)
+	r := NewChunkReader("mem", src, c)
+	for r0 := 0; r0 < rows; r0 += 30 {
+		read(r, r0, min(r0+30, rows))
+	}
+	if s := c.Stats(); s.Loads != 0 {
+		t.Errorf("the sequential reader after the idle ones decoded %d blocks into the cache, want none", s.Loads)
+	}
+	runtime.KeepAlive(idle)
+	idle, r = nil, nil
+	deadline := time.Now().Add(10 * time.Second)
+	for restsHeld.Load() != base {
+		if time.Now().After(deadline) {
+			t.Fatalf("the process holds %d bytes of rests after its readers were dropped, want %d", restsHeld.Load(), base)
+		}
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// verSource is a ChunkSource of two versions of the same chunks, cur the
+// one in place: a read of a chunk parsed from the other is ErrStale, as
+// a Zarr chunk file's that was replaced.
+type verSource struct {
+	vers [2]*memSource
+	cur  int
+}
+
+func (s *verSource) NumChunks() int          { return s.vers[0].NumChunks() }
+func (s *verSource) ChunkOffset(i int) int64 { return s.vers[0].ChunkOffset(i) }
+func (s *verSource) OpenChunk(i int) (*blosc.Chunk, error) {
+	b := s.vers[s.cur].chunks[i]
+	return blosc.NewChunk(verReader{s, s.cur, b}, int64(len(b)))
+}
+
+// verReader reads one version's chunk while it is in place.
+type verReader struct {
+	s *verSource
+	v int
+	b []byte
+}
+
+func (r verReader) ReadAt(p []byte, off int64) (int, error) {
+	if r.s.cur != r.v {
+		return 0, ErrStale
+	}
+	if off >= int64(len(r.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TestRestsOfStaleChunk reads the start of a block, keeping its end as a
+// rest, then replaces the chunk (a read of it is ErrStale, and the
+// reader forgets the chunk and parses it anew): the end of the block
+// read next is the new version's, not the old rest's.
+func TestRestsOfStaleChunk(t *testing.T) {
+	p := blosc.Params{Codec: blosc.CodecLZ4, Clevel: 1, Typesize: 4, Blocksize: 64 << 10}
+	p.Filters[5] = blosc.FilterShuffle
+	v1 := testPlain(256 << 10)
+	v2 := bytes.Clone(v1)
+	for i := range v2 {
+		v2[i] ^= 0xff
+	}
+	s := &verSource{vers: [2]*memSource{newMemSource(t, v1, 256<<10, p), newMemSource(t, v2, 256<<10, p)}}
+	r := NewChunkReader("ver", s, cache.New[BlockKey](64<<20))
+	if _, err := r.ReadAtOnce(make([]byte, 40<<10), 0); err != nil { // block 0's [0, 40 KiB): its end kept
+		t.Fatal(err)
+	}
+	if keptRests(r) == 0 {
+		t.Fatal("the read of a block's start kept no rest")
+	}
+	s.cur = 1
+	if _, err := r.ReadAtOnce(make([]byte, 64<<10), 128<<10); !errors.Is(err, ErrStale) {
+		t.Fatalf("a read of the replaced chunk: %v, want ErrStale", err)
+	}
+	got := make([]byte, 24<<10)
+	if _, err := r.ReadAtOnce(got, 40<<10); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, v2[40<<10:64<<10]) {
+		t.Fatal("the end of the block is not the new version's")
 	}
 }

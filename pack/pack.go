@@ -171,14 +171,17 @@ type ChunkReader struct {
 	partMu sync.Mutex
 	parts  [partsKept]BlockKey // the blocks of the last partial decodes
 	partN  int                 // how many parts were ever recorded
-	rests  *restSet            // the ends of blocks a sequential reader left for its next read
+	rests  *restSet            // the parts of blocks a sequential reader's reads left for the reads that take them (see rest)
 }
 
 // rest is a part of a block, bytes [from, from+n) of it, decoded with a
 // sequential read that took another part of the block and kept for the
-// read that takes it, at buf.b[off:off+n].
+// read that takes it, at buf.b[off:off+n]. gen is the parse of the chunk
+// it was decoded from: a chunk parsed anew (its file changed) takes no
+// rest of the old one.
 type rest struct {
 	key          BlockKey
+	gen          uint64
 	from, n, off int
 	buf          *restBuf
 }
@@ -211,11 +214,11 @@ func (rb *restBuf) ended() bool {
 	}
 }
 
-// restSet is a reader's rests, the most recent restsKept of them
-// (guarded by the reader's partMu).
+// restSet is a reader's rests, at most restsKept of them.
 type restSet struct {
+	mu    sync.Mutex
 	slots [restsKept]*rest
-	n     int // how many rests were ever kept
+	next  int // the slot a full set gives up next, round the slots
 }
 
 // Rests: a sequential reader's read that takes part of a block not
@@ -238,14 +241,132 @@ const (
 )
 
 // restsHeld is the memory of the rests' buffers in the process (maxRest
-// bytes each): no rest is kept past maxRestsHeld, its block going
-// through the cache.
+// bytes each), at most maxRestsHeld: a reader that would pass it drops
+// the oldest rests of the process first (restRing), and keeps none when
+// that does not make room, its block going through the cache.
 var restsHeld atomic.Int64
 
 const maxRestsHeld = 64 << 20
 
 // restBufs holds free rest buffers.
 var restBufs = sync.Pool{New: func() any { return &restBuf{b: make([]byte, maxRest)} }}
+
+// restRing lists the rests kept in the process, the oldest first, so
+// that a reader short of room drops the rests that readers left and did
+// not come back for (a reader that read the start of a view and
+// stopped) rather than keep none itself. Entries whose rest was taken
+// since are skipped; the oldest entries of a full ring are forgotten.
+var restRing struct {
+	mu      sync.Mutex
+	ents    [restRingLen]restEnt
+	head, n int
+}
+
+// restRingLen is four entries for each rest buffer the process may hold.
+const restRingLen = 4 * maxRestsHeld / maxRest
+
+// restEnt is an entry of restRing: a rest and the set it was kept in.
+type restEnt struct {
+	set *restSet
+	rs  *rest
+}
+
+// pushRest adds a rest just kept in set to restRing.
+func pushRest(set *restSet, rs *rest) {
+	restRing.mu.Lock()
+	defer restRing.mu.Unlock()
+	if restRing.n == restRingLen {
+		restRing.ents[restRing.head] = restEnt{}
+		restRing.head = (restRing.head + 1) % restRingLen
+		restRing.n--
+	}
+	restRing.ents[(restRing.head+restRing.n)%restRingLen] = restEnt{set, rs}
+	restRing.n++
+}
+
+// popRest takes the oldest entry out of restRing.
+func popRest() (restEnt, bool) {
+	restRing.mu.Lock()
+	defer restRing.mu.Unlock()
+	if restRing.n == 0 {
+		return restEnt{}, false
+	}
+	e := restRing.ents[restRing.head]
+	restRing.ents[restRing.head] = restEnt{}
+	restRing.head = (restRing.head + 1) % restRingLen
+	restRing.n--
+	return e, true
+}
+
+// reserveLocked takes room for one rest buffer in the process's budget
+// (s.mu held), dropping the process's oldest rests as needed: s's own,
+// and those of other sets whose lock is free. It reports whether it
+// made room.
+func (s *restSet) reserveLocked() bool {
+	for tries := 0; ; tries++ {
+		if restsHeld.Add(maxRest) <= maxRestsHeld {
+			return true
+		}
+		restsHeld.Add(-maxRest)
+		if tries == 2*restsKept {
+			return false
+		}
+		e, ok := popRest()
+		if !ok {
+			return false
+		}
+		switch {
+		case e.set == s:
+			s.dropLocked(e.rs)
+		case e.set.mu.TryLock():
+			e.set.dropLocked(e.rs)
+			e.set.mu.Unlock()
+		}
+	}
+}
+
+// dropLocked drops rs if it is still in s's slots (s.mu held).
+func (s *restSet) dropLocked(rs *rest) {
+	for j := range s.slots {
+		if s.slots[j] == rs {
+			s.slots[j] = nil
+			rs.buf.unref()
+			return
+		}
+	}
+}
+
+// keepLocked puts rs, holding a reference to its buffer, in a free slot
+// of s (s.mu held), or in place of the rest kept longest ago, and lists
+// it in restRing.
+func (s *restSet) keepLocked(rs *rest) {
+	j := -1
+	for k := range s.slots {
+		if s.slots[k] == nil {
+			j = k
+			break
+		}
+	}
+	if j < 0 {
+		j = s.next
+		s.next = (s.next + 1) % restsKept
+		s.slots[j].buf.unref() // pushed out, never taken
+	}
+	s.slots[j] = rs
+	pushRest(s, rs)
+}
+
+// dropAll drops every rest of s: its reader is gone.
+func (s *restSet) dropAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for j := range s.slots {
+		if rs := s.slots[j]; rs != nil {
+			s.slots[j] = nil
+			rs.buf.unref()
+		}
+	}
+}
 
 // takeRest copies piece pc out of a kept rest of its block whose decode
 // has ended, reporting whether one held the piece. (A rest being decoded
@@ -260,38 +381,39 @@ func (r *ChunkReader) takeRest(pc piece) bool {
 // the piece, taken out of the reader's slots (the rest's bytes before
 // the piece and after it stay there, for the reads that take them).
 // Without wait, only a rest whose decode has ended is taken. When none
-// holds it and start is set, it starts instead the rests of
-// the block's bytes before the piece and after it, for the caller to
-// decode with the piece; nil when they are more than maxRest bytes or
-// the process keeps as many rests as it may. All under one lock: of two
-// reads that take two parts of a block at once, one decodes the block
-// and the other takes its part from the rest.
+// holds it and start is set, it starts instead the rests of the block's
+// bytes before the piece and after it, for the caller to decode with the
+// piece; nil when they are more than maxRest bytes or the process keeps
+// as many rests as it may. All under one lock: of two reads that take
+// two parts of a block at once, one decodes the block and the other
+// takes its part from the rest.
 func (r *ChunkReader) restOf(pc piece, start, wait bool) (*rest, *restDecode) {
 	k, from, end, bl := r.key(pc.chunk, pc.block), pc.from, pc.end(), pc.c.BlockLen(pc.block)
-	r.partMu.Lock()
-	defer r.partMu.Unlock()
-	for j := range min(r.rests.n, restsKept) {
-		x := r.rests.slots[j]
-		if x == nil || x.key != k || from < x.from || end > x.from+x.n || !wait && !x.buf.ended() {
+	s := r.rests
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for j := range s.slots {
+		x := s.slots[j]
+		if x == nil || x.key != k || x.gen != pc.gen || from < x.from || end > x.from+x.n || !wait && !x.buf.ended() {
 			continue
 		}
-		r.rests.slots[j] = nil
+		s.slots[j] = nil
+		if x.buf.ended() && !x.buf.ok { // its decode failed: no part of it is worth keeping
+			x.buf.unref()
+			continue
+		}
 		if from > x.from {
 			x.buf.refs.Add(1)
-			r.keepRestLocked(&rest{key: k, from: x.from, n: from - x.from, off: x.off, buf: x.buf})
+			s.keepLocked(&rest{key: k, gen: x.gen, from: x.from, n: from - x.from, off: x.off, buf: x.buf})
 		}
 		if end < x.from+x.n {
 			x.buf.refs.Add(1)
-			r.keepRestLocked(&rest{key: k, from: end, n: x.from + x.n - end, off: x.off + end - x.from, buf: x.buf})
+			s.keepLocked(&rest{key: k, gen: x.gen, from: end, n: x.from + x.n - end, off: x.off + end - x.from, buf: x.buf})
 		}
 		// The piece's part, with the slot's reference.
-		return &rest{key: k, from: from, n: end - from, off: x.off + from - x.from, buf: x.buf}, nil
+		return &rest{key: k, gen: x.gen, from: from, n: end - from, off: x.off + from - x.from, buf: x.buf}, nil
 	}
-	if !start || from < 0 || end > bl || end-from >= bl || bl-(end-from) > maxRest {
-		return nil, nil
-	}
-	if restsHeld.Add(maxRest) > maxRestsHeld {
-		restsHeld.Add(-maxRest)
+	if !start || from < 0 || end > bl || end-from >= bl || bl-(end-from) > maxRest || !s.reserveLocked() {
 		return nil, nil
 	}
 	rb := restBufs.Get().(*restBuf)
@@ -300,28 +422,17 @@ func (r *ChunkReader) restOf(pc piece, start, wait bool) (*rest, *restDecode) {
 	refs := int32(1) // the decode's
 	for i, part := range [2][2]int{{0, from}, {end, bl}} {
 		if part[1] > part[0] {
-			d.parts[i] = &rest{key: k, from: part[0], n: part[1] - part[0], off: i * from, buf: rb}
+			d.parts[i] = &rest{key: k, gen: pc.gen, from: part[0], n: part[1] - part[0], off: i * from, buf: rb}
 			refs++
 		}
 	}
 	rb.refs.Store(refs)
 	for _, rs := range d.parts {
 		if rs != nil {
-			r.keepRestLocked(rs)
+			s.keepLocked(rs)
 		}
 	}
 	return nil, d
-}
-
-// keepRestLocked puts rs, holding a reference to its buffer, in the
-// reader's slots (partMu held), in place of the oldest.
-func (r *ChunkReader) keepRestLocked(rs *rest) {
-	slot := &r.rests.slots[r.rests.n%restsKept]
-	if *slot != nil {
-		(*slot).buf.unref() // pushed out, never taken
-	}
-	*slot = rs
-	r.rests.n++
 }
 
 // copyTo copies piece pc, which rs holds, out of rs once it is decoded,
@@ -495,13 +606,7 @@ func NewChunkReader(name string, src ChunkSource, cache BlockCache) *ChunkReader
 		parsed: &parsedBytes{}, maxParsed: defaultParsedBytes, adding: -1, rests: &restSet{}}
 	// The rests the reader still keeps when it is dropped go back to the
 	// process's budget.
-	runtime.AddCleanup(r, func(s *restSet) {
-		for _, rs := range s.slots {
-			if rs != nil {
-				rs.buf.unref()
-			}
-		}
-	}, r.rests)
+	runtime.AddCleanup(r, (*restSet).dropAll, r.rests)
 	if c, ok := cache.(Charger); ok {
 		r.charger = c
 		if m, ok := cache.(interface{ MaxBytes() int64 }); ok {
@@ -824,14 +929,17 @@ func (w window) row(r int) []byte { return w.dst[r*w.stride : r*w.stride+w.n] }
 // adjacent runs read is pinned once for all of them. A sequential reader
 // (once, as ReadAtOnce) that takes all of a block nobody has decoded,
 // and a random reader that takes a small part of a large one, decode
-// the runs straight into place (blosc.Chunk.DecodeBlockWindows); other
-// blocks are decoded into the cache, where the calls that read their
-// other runs find them (the rows of a chunk of a 2-D array lie in many
-// reads of its view, a few kilobytes in each): as byte planes, each run
-// unshuffled from them into place, where the runs are long enough. A
-// block that one run reads alone is read as ReadAt reads it. The missing
-// blocks of a call decode in parallel; those that such sequential reads
-// have read all of leave the cache. It is safe for concurrent use.
+// the runs straight into place (blosc.Chunk.DecodeBlockWindows). A
+// sequential reader that takes part of a block whose other bytes are at
+// most maxRest decodes its runs into place too, and keeps those bytes as
+// rests for the calls that take them (see rest). Other blocks are
+// decoded into the cache, where the calls that read their other runs
+// find them (the rows of a chunk of a 2-D array lie in many reads of its
+// view, a few kilobytes in each): as byte planes, each run unshuffled
+// from them into place, where the runs are long enough. A block that
+// one run reads alone is read as ReadAt reads it. The missing blocks of
+// a call decode in parallel; those that such sequential reads have read
+// all of leave the cache. It is safe for concurrent use.
 func (r *ChunkReader) ReadRuns(p []byte, runs []Run, once bool) error {
 	mode := readKeep
 	if once {
@@ -1126,8 +1234,10 @@ func (r *ChunkReader) deliver(pc piece, blk *bcache.Ref, mode readMode) {
 // straight into place when there is no cache, and for a sequential reader
 // (readOnce) when the block is neither cached nor being decoded (by a
 // read-ahead): such a reader would drop it from the cache at once, so
-// going through the cache would only add a copy. A warm piece whose block
-// the reader has passed is skipped.
+// going through the cache would only add a copy. A sequential reader's
+// piece of a block that another read keeps a rest of is copied from it,
+// and one that takes half of a block or more keeps the rest of the block
+// (see rest). A warm piece whose block the reader has passed is skipped.
 func (r *ChunkReader) fillOne(pc piece, mode readMode, reader func() int64) error {
 	if err := r.failed(pc); err != nil {
 		return err
@@ -1284,8 +1394,11 @@ func (r *ChunkReader) fillPiece(pc piece, mode readMode, reader func() int64) er
 // fillGather serves a piece of a gather: several windows of one block.
 // A sequential reader (or one without a cache) that takes all of a block
 // nobody has decoded, and a random reader that takes a small part of a
-// large one (see partial), decode the windows straight into place;
-// otherwise the block goes through the cache, as its byte planes where
+// large one (see partial), decode the windows straight into place. A
+// sequential reader takes its windows from a rest that another read
+// keeps of the block, or decodes them into place and keeps the block's
+// other bytes as rests, when they are at most maxRest (see rest).
+// Otherwise the block goes through the cache, as its byte planes where
 // it has them, for the reads of its other windows to take: the rows of
 // an N-D array's chunk lie in many reads of its view.
 func (r *ChunkReader) fillGather(pc piece, mode readMode) error {

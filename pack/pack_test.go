@@ -355,11 +355,11 @@ func TestRestWait(t *testing.T) {
 	src := newMemSource(t, plain, 1<<20, p)
 	c := cache.New[BlockKey](64 << 20)
 	r := NewChunkReader("mem", src, c)
-	c0, err := r.Chunk(0)
+	c0, gen, err := r.chunk(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, d := r.restOf(piece{c: c0, n: 1<<20 - 128}, true, true)
+	_, d := r.restOf(piece{c: c0, gen: gen, n: 1<<20 - 128}, true, true)
 	if d == nil || d.parts[0] != nil || d.parts[1] == nil {
 		t.Fatal("no rest of the block's last 128 bytes started")
 	}
