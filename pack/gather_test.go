@@ -324,6 +324,9 @@ func TestGatherRests(t *testing.T) {
 					t.Errorf("%s, %s: a rest of bytes [%d, %d) of block %d of chunk %d never taken", codec, order, rs.from, rs.from+rs.n, rs.key.Block, rs.key.Chunk)
 				}
 			}
+			if n := r.rests.live.Load(); n != 0 {
+				t.Errorf("%s, %s: %d rests counted live, none kept", codec, order, n)
+			}
 		}
 		// The process's rests at their bound: none kept, the same bytes.
 		restsHeld.Add(maxRestsHeld)
@@ -478,8 +481,8 @@ func TestRestsOfStaleChunk(t *testing.T) {
 	if _, err := r.ReadAtOnce(make([]byte, 40<<10), 0); err != nil { // block 0's [0, 40 KiB): its end kept
 		t.Fatal(err)
 	}
-	if keptRests(r) == 0 {
-		t.Fatal("the read of a block's start kept no rest")
+	if n := keptRests(r); n == 0 || r.rests.live.Load() != int32(n) {
+		t.Fatalf("the read of a block's start kept %d rests, %d counted live; want 1 and 1", n, r.rests.live.Load())
 	}
 	s.cur = 1
 	if _, err := r.ReadAtOnce(make([]byte, 64<<10), 128<<10); !errors.Is(err, ErrStale) {

@@ -218,7 +218,8 @@ func (rb *restBuf) ended() bool {
 type restSet struct {
 	mu    sync.Mutex
 	slots [restsKept]*rest
-	next  int // the slot a full set gives up next, round the slots
+	next  int          // the slot a full set gives up next, round the slots
+	live  atomic.Int32 // rests in slots: none, and a read looks nothing up
 }
 
 // Rests: a sequential reader's read that takes part of a block not
@@ -330,6 +331,7 @@ func (s *restSet) dropLocked(rs *rest) {
 	for j := range s.slots {
 		if s.slots[j] == rs {
 			s.slots[j] = nil
+			s.live.Add(-1)
 			rs.buf.unref()
 			return
 		}
@@ -351,6 +353,8 @@ func (s *restSet) keepLocked(rs *rest) {
 		j = s.next
 		s.next = (s.next + 1) % restsKept
 		s.slots[j].buf.unref() // pushed out, never taken
+	} else {
+		s.live.Add(1)
 	}
 	s.slots[j] = rs
 	pushRest(s, rs)
@@ -363,6 +367,7 @@ func (s *restSet) dropAll() {
 	for j := range s.slots {
 		if rs := s.slots[j]; rs != nil {
 			s.slots[j] = nil
+			s.live.Add(-1)
 			rs.buf.unref()
 		}
 	}
@@ -390,6 +395,9 @@ func (r *ChunkReader) takeRest(pc piece) bool {
 func (r *ChunkReader) restOf(pc piece, start, wait bool) (*rest, *restDecode) {
 	k, from, end, bl := r.key(pc.chunk, pc.block), pc.from, pc.end(), pc.c.BlockLen(pc.block)
 	s := r.rests
+	if !start && s.live.Load() == 0 {
+		return nil, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for j := range s.slots {
@@ -398,6 +406,7 @@ func (r *ChunkReader) restOf(pc piece, start, wait bool) (*rest, *restDecode) {
 			continue
 		}
 		s.slots[j] = nil
+		s.live.Add(-1)
 		if x.buf.ended() && !x.buf.ok { // its decode failed: no part of it is worth keeping
 			x.buf.unref()
 			continue
