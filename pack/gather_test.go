@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -250,26 +249,8 @@ func TestGatherRests(t *testing.T) {
 			}
 			blocks += c.NumBlocks()
 		}
-		// read gathers view rows [r0, r1).
 		read := func(r *ChunkReader, r0, r1 int) error {
-			view := across * rowLen
-			buf := make([]byte, (r1-r0)*view)
-			runs := make([]Run, across)
-			for c := range across {
-				runs[c] = Run{At: int64(c*chunkLen + r0*rowLen), To: int64(c * rowLen), N: rowLen, Rows: int64(r1 - r0), AtStride: rowLen, ToStride: int64(view)}
-			}
-			if err := r.ReadRuns(buf, runs, true); err != nil {
-				return err
-			}
-			for k := range r1 - r0 {
-				for c := range across {
-					at := c*chunkLen + (r0+k)*rowLen
-					if !bytes.Equal(buf[k*view+c*rowLen:][:rowLen], plain[at:at+rowLen]) {
-						return fmt.Errorf("view row %d, chunk %d: wrong bytes", r0+k, c)
-					}
-				}
-			}
-			return nil
+			return readViewRows(r, plain, across, rowLen, r0, r1)
 		}
 		var reads [][2]int
 		for r0 := 0; r0 < rows; r0 += perRead {
@@ -378,22 +359,8 @@ func TestRestsOfIdleReaders(t *testing.T) {
 	base := restsHeld.Load()
 	read := func(r *ChunkReader, r0, r1 int) {
 		t.Helper()
-		view := across * rowLen
-		buf := make([]byte, (r1-r0)*view)
-		runs := make([]Run, across)
-		for c := range across {
-			runs[c] = Run{At: int64(c*chunkLen + r0*rowLen), To: int64(c * rowLen), N: rowLen, Rows: int64(r1 - r0), AtStride: rowLen, ToStride: int64(view)}
-		}
-		if err := r.ReadRuns(buf, runs, true); err != nil {
+		if err := readViewRows(r, plain, across, rowLen, r0, r1); err != nil {
 			t.Fatal(err)
-		}
-		for k := range r1 - r0 {
-			for c := range across {
-				at := c*chunkLen + (r0+k)*rowLen
-				if !bytes.Equal(buf[k*view+c*rowLen:][:rowLen], plain[at:at+rowLen]) {
-					t.Fatalf("view row %d, chunk %d: wrong bytes", r0+k, c)
-				}
-			}
 		}
 	}
 	var idle []*ChunkReader
@@ -454,14 +421,7 @@ func (r verReader) ReadAt(p []byte, off int64) (int, error) {
 	if r.s.cur != r.v {
 		return 0, ErrStale
 	}
-	if off >= int64(len(r.b)) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
+	return bytes.NewReader(r.b).ReadAt(p, off)
 }
 
 // TestRestsOfStaleChunk reads the start of a block, keeping its end as a
@@ -495,4 +455,30 @@ func TestRestsOfStaleChunk(t *testing.T) {
 	if !bytes.Equal(got, v2[40<<10:64<<10]) {
 		t.Fatal("the end of the block is not the new version's")
 	}
+}
+
+// readViewRows gathers rows [r0, r1) of the C-order view of r's chunks,
+// across of them side by side, each of rows of rowLen bytes (an N-D
+// array's view: a row of the view is a row of each chunk), as one
+// sequential read (ReadRuns, once), and checks them against plain.
+func readViewRows(r *ChunkReader, plain []byte, across, rowLen, r0, r1 int) error {
+	chunkLen := len(plain) / across
+	view := across * rowLen
+	buf := make([]byte, (r1-r0)*view)
+	runs := make([]Run, across)
+	for c := range across {
+		runs[c] = Run{At: int64(c*chunkLen + r0*rowLen), To: int64(c * rowLen), N: int64(rowLen), Rows: int64(r1 - r0), AtStride: int64(rowLen), ToStride: int64(view)}
+	}
+	if err := r.ReadRuns(buf, runs, true); err != nil {
+		return err
+	}
+	for k := range r1 - r0 {
+		for c := range across {
+			at := c*chunkLen + (r0+k)*rowLen
+			if !bytes.Equal(buf[k*view+c*rowLen:][:rowLen], plain[at:at+rowLen]) {
+				return fmt.Errorf("view row %d, chunk %d: wrong bytes", r0+k, c)
+			}
+		}
+	}
+	return nil
 }
