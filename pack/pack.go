@@ -444,6 +444,24 @@ func (r *ChunkReader) restOf(pc piece, start, wait bool) (*rest, *restDecode) {
 	return nil, d
 }
 
+// fromRest serves a sequential reader's piece pc out of a rest of its
+// block that another read keeps, waiting for its decode, reporting done;
+// otherwise, with start, it starts the rests of the block's other bytes
+// for the caller to decode with the piece (restOf), after checking the
+// block against the reader's bound.
+func (r *ChunkReader) fromRest(pc piece, start bool) (done bool, d *restDecode, err error) {
+	if start {
+		if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
+			return false, nil, err
+		}
+	}
+	taken, d := r.restOf(pc, start, true)
+	if taken != nil && taken.copyTo(pc) {
+		return true, nil, nil
+	}
+	return false, d, nil
+}
+
 // copyTo copies piece pc, which rs holds, out of rs once it is decoded,
 // and drops rs's reference; it reports false, copying nothing, when the
 // decode failed.
@@ -1334,14 +1352,9 @@ func (r *ChunkReader) fillPiece(pc piece, mode readMode, reader func() int64) er
 	if mode == readOnce {
 		bl := pc.c.BlockLen(pc.block)
 		start := 2*pc.n >= bl && pc.n < bl && !pc.c.NeedsBlock0() && !r.cache.Contains(r.key(pc.chunk, pc.block))
-		if start {
-			if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
-				return err
-			}
-		}
-		taken, d := r.restOf(pc, start, true)
-		if taken != nil && taken.copyTo(pc) {
-			return nil
+		done, d, err := r.fromRest(pc, start)
+		if done || err != nil {
+			return err
 		}
 		if d != nil {
 			t := time.Now()
@@ -1422,17 +1435,11 @@ func (r *ChunkReader) fillGather(pc piece, mode readMode) error {
 	// block and keeps the rest of it for the reads that take it.
 	var rd *restDecode
 	if !direct && mode == readOnce {
-		start := !pc.c.NeedsBlock0() && uncached
-		if start {
-			if err := r.checkBlock(pc.chunk, pc.c, pc.block); err != nil {
-				return err
-			}
+		done, d, err := r.fromRest(pc, !pc.c.NeedsBlock0() && uncached)
+		if done || err != nil {
+			return err
 		}
-		var taken *rest
-		taken, rd = r.restOf(pc, start, true)
-		if taken != nil && taken.copyTo(pc) {
-			return nil
-		}
+		rd = d
 	}
 	if direct || rd != nil {
 		if rd == nil {
